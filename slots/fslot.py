@@ -1,0 +1,301 @@
+"""The `.fslot` file: one saved KV prefix, encoded, decoded and verified.
+
+Ported from ferrox's slot file (seed 003) and byte-for-byte compatible with
+its version 1. A file is a fixed 56-byte prefix (magic, version, header and
+body lengths, SHA-256 over header || body), a header (shape, counts, the
+checkpoint identity) and a body (prompt tokens, pending logits, then per
+layer all K followed by all V). Version 2 adds, per layer, the first
+position it still holds, for windowed layers whose early KV was released.
+docs/fslot-format.md has the tables, the check order and the errors.
+
+Why it is shaped so:
+- Decoding never loops over floats in Python and never copies the body: the
+  payload arrays are `np.frombuffer` views over the caller's buffer (bytes,
+  bytearray, memoryview or mmap). They keep that buffer alive, may be
+  unaligned, and are read-only when the buffer is; the runner copies them
+  into its page tensors anyway.
+- A decoded file is an `UnverifiedSlot`. The only way to its payload is
+  `verify(serving_identity)`, so a slot of another checkpoint cannot be
+  loaded by forgetting a check. The per-layer views are built only after
+  that check, so their count is bounded by the serving model too.
+- `write_to` streams: it hashes the arrays in place, then writes them in
+  place, so a multi-hundred-MB slot is never concatenated in memory.
+
+Not here: torch (the runner converts), paths and names (`slots.filenames`),
+durable writes (`slots.atomic_write`), engine bookkeeping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import mmap
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from slots.fslot_layout import (
+    MAGIC,
+    MAX_SLOT_FILE_BYTES,
+    PREFIX,
+    PREFIX_LEN,
+    READABLE_FORMAT_VERSIONS,
+    VERSION_FULL,
+    VERSION_SUFFIX,
+    FormatCheck,
+    SlotFormatError,
+    SlotHeader,
+    build_header,
+    check_size,
+    parse_header,
+)
+from slots.identity import SlotIdentity
+
+__all__ = [
+    "LayerKV", "SlotPayload", "UnverifiedSlot", "SlotFormatError", "FormatCheck",
+    "READABLE_FORMAT_VERSIONS", "MAX_SLOT_FILE_BYTES", "check_size",
+    "encode", "write_to", "decode", "read_slot_file",
+]
+
+
+@dataclass
+class LayerKV:
+    """One layer's saved KV: positions [first_held, first_held + len(k)).
+
+    k and v: [held_positions, n_kv_heads, head_dim], dtype float32, float16,
+    or uint16 holding bfloat16 bit patterns.
+    """
+
+    k: np.ndarray
+    v: np.ndarray
+    first_held: int = 0
+
+    @property
+    def positions(self) -> int:
+        """The sequence length this layer's KV belongs to."""
+        return self.first_held + int(self.k.shape[0])
+
+
+@dataclass
+class SlotPayload:
+    """A slot in memory: the prompt it covers, the logits predicting the next
+    token, and one LayerKV per layer (all of the same `positions`)."""
+
+    tokens: np.ndarray  # [n_prompt] uint32
+    pending_logits: np.ndarray  # [n_logits] float32 (may be empty)
+    layers: list[LayerKV] = field(default_factory=list)
+
+    @property
+    def positions(self) -> int:
+        return self.layers[0].positions
+
+
+class UnverifiedSlot:
+    """A structurally sound slot file not yet checked against the serving model."""
+
+    def __init__(self, header: SlotHeader, buffer: memoryview, body_offset: int) -> None:
+        self._header = header
+        self._buffer = buffer
+        self._body_offset = body_offset
+
+    @property
+    def identity(self) -> SlotIdentity:
+        return self._header.identity
+
+    @property
+    def format_version(self) -> int:
+        return self._header.version
+
+    @property
+    def positions(self) -> int:
+        return self._header.positions
+
+    @property
+    def n_tokens(self) -> int:
+        return self._header.n_prompt
+
+    @property
+    def file_bytes(self) -> int:
+        return len(self._buffer)
+
+    def verify(self, serving: SlotIdentity) -> SlotPayload:
+        """The payload, if this slot belongs to `serving`; else IdentityMismatch."""
+        self.identity.compare(serving)
+        return self._payload()
+
+    def _payload(self) -> SlotPayload:
+        header, ident = self._header, self._header.identity
+        cursor = self._body_offset
+
+        def take(dtype: str, count: int) -> np.ndarray:
+            nonlocal cursor
+            array = np.frombuffer(self._buffer, dtype=dtype, count=count, offset=cursor)
+            cursor += array.nbytes
+            return array
+
+        tokens = take("<u4", header.n_prompt)
+        logits = take("<f4", header.n_logits)
+        shape = (ident.n_kv_heads, ident.head_dim)
+        per_position = ident.n_kv_heads * ident.head_dim
+        layers = []
+        for index in range(ident.n_layers):
+            first = header.first_held_of(index)
+            held = header.positions - first
+            k = take(ident.kv_dtype.numpy_dtype, held * per_position).reshape(held, *shape)
+            v = take(ident.kv_dtype.numpy_dtype, held * per_position).reshape(held, *shape)
+            layers.append(LayerKV(k=k, v=v, first_held=first))
+        return SlotPayload(tokens=tokens, pending_logits=logits, layers=layers)
+
+
+def encode(identity: SlotIdentity, payload: SlotPayload) -> bytes:
+    """The whole file as bytes. Prefer `write_to` for large slots."""
+    out = io.BytesIO()
+    write_to(out, identity, payload)
+    return out.getvalue()
+
+
+def write_to(fileobj: BinaryIO, identity: SlotIdentity, payload: SlotPayload) -> int:
+    """Write `payload` as a slot file to `fileobj`; returns bytes written.
+
+    Writes version 1 when every layer holds all positions (readable by any
+    ferrox-compatible reader), version 2 only when some layer holds a suffix.
+    Raises ValueError when the payload disagrees with `identity` or itself.
+    """
+    header, chunks = _plan(identity, payload)
+    body_len = sum(chunk.nbytes for chunk in chunks)
+    digest = hashlib.sha256(header)
+    for chunk in chunks:
+        digest.update(chunk)
+    version = VERSION_FULL if _all_layers_full(payload) else VERSION_SUFFIX
+    prefix = PREFIX.pack(MAGIC, version, len(header), body_len, digest.digest())
+    fileobj.write(prefix)
+    fileobj.write(header)
+    for chunk in chunks:
+        fileobj.write(chunk)
+    return len(prefix) + len(header) + body_len
+
+
+def _all_layers_full(payload: SlotPayload) -> bool:
+    return all(layer.first_held == 0 for layer in payload.layers)
+
+
+def _plan(identity: SlotIdentity, payload: SlotPayload) -> tuple[bytes, list[memoryview]]:
+    """Validate the payload and return the header and the body's byte chunks."""
+    if not payload.layers:
+        raise ValueError("a slot has at least one layer")
+    if len(payload.layers) != identity.n_layers:
+        raise ValueError(
+            f"payload has {len(payload.layers)} layers, identity says {identity.n_layers}"
+        )
+    positions = payload.layers[0].positions
+    if positions == 0:
+        raise ValueError("a slot holds at least one position")
+    kv_dtype = np.dtype(identity.kv_dtype.numpy_dtype)
+    chunks = [_as_le(_tokens(payload.tokens), np.dtype("<u4"), "tokens"),
+              _as_le(payload.pending_logits, np.dtype("<f4"), "pending_logits")]
+    first_held = []
+    for index, layer in enumerate(payload.layers):
+        if not 0 <= layer.first_held <= positions:
+            raise ValueError(f"layer {index}: first_held {layer.first_held} beyond {positions}")
+        want = (positions - layer.first_held, identity.n_kv_heads, identity.head_dim)
+        for name, array in (("k", layer.k), ("v", layer.v)):
+            if tuple(array.shape) != want:
+                raise ValueError(f"layer {index} {name}: shape {array.shape}, expected {want} "
+                                 f"(positions {positions}, first_held {layer.first_held})")
+            chunks.append(_as_le(array, kv_dtype, f"layer {index} {name}"))
+        first_held.append(int(layer.first_held))
+    suffix = None if _all_layers_full(payload) else first_held
+    header = build_header(identity, positions, len(payload.tokens),
+                          len(payload.pending_logits), suffix)
+    return header, [chunk for chunk in chunks if chunk.nbytes]
+
+
+def _tokens(tokens: np.ndarray) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1 or (tokens.size and tokens.dtype.kind not in "iu"):
+        raise ValueError(f"tokens must be a 1-D integer array, got {tokens.dtype} {tokens.shape}")
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > 0xFFFF_FFFF):
+        raise ValueError("token ids must fit a u32")
+    return tokens.astype("<u4", copy=False)
+
+
+def _as_le(array: np.ndarray, dtype: np.dtype, label: str) -> memoryview:
+    # Same kind and width required: a silent float64 -> float32 cast would
+    # break the bit-for-bit round trip the format promises.
+    array = np.asarray(array)
+    if array.dtype.kind != dtype.kind or array.dtype.itemsize != dtype.itemsize:
+        raise ValueError(f"{label}: dtype {array.dtype}, expected {dtype} for this slot")
+    contiguous = np.ascontiguousarray(array, dtype=dtype)  # copies only if needed
+    return memoryview(contiguous.reshape(-1)).cast("B") if contiguous.size else memoryview(b"")
+
+
+def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot:
+    """Check a slot file's framing, digest and header; raise SlotFormatError.
+
+    Accepts anything exporting a byte buffer (an mmap included) and keeps a
+    view of it: the payload later handed out by `verify` aliases it.
+    """
+    view = memoryview(buffer)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    check_size(len(view))
+    if len(view) < PREFIX_LEN:
+        raise SlotFormatError(
+            FormatCheck.TOO_SHORT,
+            f"it is {len(view)} bytes, shorter than the {PREFIX_LEN}-byte prefix",
+        )
+    magic, version, header_len, body_len, stored = PREFIX.unpack_from(view, 0)
+    if magic != MAGIC:
+        raise SlotFormatError(FormatCheck.MAGIC, f"bad magic {magic!r}, expected {MAGIC!r}")
+    if version not in READABLE_FORMAT_VERSIONS:
+        raise SlotFormatError(
+            FormatCheck.VERSION,
+            f"format version {version}; this build reads {sorted(READABLE_FORMAT_VERSIONS)}",
+        )
+    # The bound is the file, not a constant. Python ints: nothing wraps.
+    declared, available = header_len + body_len, len(view) - PREFIX_LEN
+    if declared > available:
+        raise SlotFormatError(
+            FormatCheck.TRUNCATED,
+            f"it declares {declared} bytes of header+body, only {available} follow the prefix",
+        )
+    if declared < available:
+        raise SlotFormatError(
+            FormatCheck.TRAILING_BYTES,
+            f"it declares {declared} bytes of header+body, but {available} follow the prefix",
+        )
+    if hashlib.sha256(view[PREFIX_LEN:]).digest() != stored:
+        raise SlotFormatError(
+            FormatCheck.DIGEST, "the SHA-256 does not match header+body: the file is corrupt"
+        )
+    header = parse_header(version, view[PREFIX_LEN:PREFIX_LEN + header_len], body_len)
+    return UnverifiedSlot(header, view, body_offset=PREFIX_LEN + header_len)
+
+
+def read_slot_file(path: Path) -> UnverifiedSlot:
+    """Read and decode a slot file, refusing oversized or non-regular files first.
+
+    The size is taken from the open descriptor, so the file checked is the
+    file read. `UnverifiedSlot.file_bytes` is the byte count read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb", buffering=0) as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SlotFormatError(FormatCheck.NOT_A_FILE, f"{path} is not a regular file")
+        check_size(info.st_size)
+        buffer, filled = bytearray(info.st_size), 0
+        with memoryview(buffer) as view:
+            while filled < len(buffer):
+                got = f.readinto(view[filled:])
+                if not got:
+                    break
+                filled += got
+    if filled < len(buffer):
+        # The file shrank while being read: decode reports it as truncated.
+        del buffer[filled:]
+    return decode(buffer)
