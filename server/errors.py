@@ -1,0 +1,281 @@
+"""Typed API errors and the handlers that turn every failure into one envelope.
+
+Every failure a client can cause leaves the server as
+`{"error": {"message", "type", "param", "code"}}` with the right status --
+llama.cpp's and OpenAI's shape, which SDKs already parse. This module owns:
+
+- `APIError` and its subclasses, raised anywhere in request handling;
+- `api_error_from_validation(errors)`, the ONE translation of pydantic
+  errors into a 400 whose `param` is the failing field path
+  (`messages.0.role`), shared by FastAPI's body validation and by routes
+  that validate by hand;
+- handlers for FastAPI's `RequestValidationError` (including malformed JSON
+  and a non-JSON content type), Starlette's `HTTPException` (unknown routes,
+  wrong methods) and a last-resort handler that answers 500 with a generic
+  message -- the traceback goes to the server log, never to the client.
+
+`install_error_handlers(app)` registers them all.
+
+Not for: deciding *which* error a condition is (routes and the engine do
+that) or validation rules (server/protocol).
+
+Validators that check a sub-field from an enclosing model put the sub-path in
+the pydantic error context as `field` (see `server.protocol.common.field_error`);
+`api_error_from_validation` appends it, so a rule written at the message level
+still reports `messages.3.tool_call_id` rather than `messages.3`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger("anchorage.errors")
+
+
+class APIError(Exception):
+    """An error with an HTTP status and an OpenAI-shaped body."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str,
+        param: str | None = None,
+        code: str | int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.extra = dict(extra or {})
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": self.type,
+            "param": self.param,
+            "code": self.code,
+        }
+        error.update(self.extra)
+        return {"error": error}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.status}, {self.message!r}, param={self.param!r})"
+
+
+class InvalidRequestError(APIError):
+    def __init__(self, message: str, param: str | None = None, code: str | None = None, **kw: Any):
+        super().__init__(400, message, "invalid_request_error", param, code, **kw)
+
+
+class AuthenticationError(APIError):
+    def __init__(self, message: str = "invalid or missing API key", **kw: Any):
+        # RFC 9110: a 401 names the scheme the client should use.
+        kw.setdefault("headers", {"WWW-Authenticate": "Bearer"})
+        super().__init__(401, message, "authentication_error", **kw)
+
+
+class NotFoundError(APIError):
+    def __init__(self, message: str, param: str | None = None, **kw: Any):
+        super().__init__(404, message, "not_found_error", param, **kw)
+
+
+class ConflictError(APIError):
+    def __init__(self, message: str, param: str | None = None, **kw: Any):
+        super().__init__(409, message, "conflict_error", param, **kw)
+
+
+class NotSupportedError(APIError):
+    def __init__(self, message: str, param: str | None = None, **kw: Any):
+        super().__init__(501, message, "not_supported_error", param, **kw)
+
+
+class UnavailableError(APIError):
+    def __init__(self, message: str = "the server is not ready", **kw: Any):
+        super().__init__(503, message, "unavailable_error", **kw)
+
+
+class ServerError(APIError):
+    def __init__(self, message: str = "internal server error", **kw: Any):
+        super().__init__(500, message, "server_error", **kw)
+
+
+class ExceedContextSizeError(APIError):
+    """llama.cpp's `exceed_context_size_error`, with OpenAI's code.
+
+    The message also says "maximum context length" because client libraries
+    (LangChain, the agents SDKs) detect context overflow by that phrase or by
+    `code == "context_length_exceeded"`.
+    """
+
+    def __init__(self, n_prompt_tokens: int, n_ctx: int, message: str | None = None):
+        message = message or (
+            f"the request exceeds the available context size: {n_prompt_tokens} tokens "
+            f"requested, but this model's maximum context length is {n_ctx} tokens"
+        )
+        super().__init__(
+            400,
+            message,
+            "exceed_context_size_error",
+            param="messages",
+            code="context_length_exceeded",
+            extra={"n_prompt_tokens": n_prompt_tokens, "n_ctx": n_ctx},
+        )
+
+
+# Helpers named after the kinds, for call sites that read better as functions.
+invalid_request = InvalidRequestError
+authentication = AuthenticationError
+not_found = NotFoundError
+conflict = ConflictError
+not_supported = NotSupportedError
+unavailable = UnavailableError
+exceed_context_size = ExceedContextSizeError
+
+
+_TYPE_FOR_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    501: "not_supported_error",
+    503: "unavailable_error",
+}
+
+
+def _type_for_status(status: int) -> str:
+    if status in _TYPE_FOR_STATUS:
+        return _TYPE_FOR_STATUS[status]
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
+def field_path(loc: Iterable[str | int]) -> str:
+    """`("body", "messages", 0, "role")` -> `messages.0.role`."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def _describe(error: Mapping[str, Any]) -> tuple[str, str]:
+    """(param path, human message) for one pydantic error dict."""
+    loc = tuple(error.get("loc", ()))
+    ctx = error.get("ctx") or {}
+    sub = ctx.get("field") if isinstance(ctx, Mapping) else None
+    if sub:
+        loc = loc + tuple(str(sub).split("."))
+    path = field_path(loc)
+    kind = error.get("type", "")
+    msg = str(error.get("msg", "invalid value"))
+    if kind == "extra_forbidden":
+        # OpenAI's own wording for an unknown argument.
+        return path, f"Unrecognized request argument supplied: {path}"
+    if kind == "missing":
+        return path, f"{path}: this field is required" if path else "a required field is missing"
+    # Custom errors raised by our validators ("value_error" wraps ValueError
+    # messages as "Value error, ..."; drop that prefix) already say what is wrong.
+    if kind == "value_error" and msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    # Our own validators' messages start with the field they are about.
+    if not path or msg.startswith(path):
+        return path, msg
+    return path, f"{path}: {msg}"
+
+
+def api_error_from_validation(errors: list[Mapping[str, Any]]) -> APIError:
+    """The 400 for a list of pydantic error dicts (the first one decides)."""
+    if not errors:
+        return InvalidRequestError("invalid request")
+    first = errors[0]
+    loc = tuple(first.get("loc", ()))
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        ctx = first.get("ctx") or {}
+        where = f" at position {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        detail = ctx.get("error", "malformed JSON")
+        return InvalidRequestError(f"could not parse JSON body{where}: {detail}", code="json_invalid")
+    if field_path(loc) == "" and kind == "missing":
+        return InvalidRequestError("the request needs a JSON body", code="missing_body")
+    if field_path(loc) == "" and kind in ("model_attributes_type", "model_type", "dict_type"):
+        return InvalidRequestError("the request body must be a JSON object")
+    path, message = _describe(first)
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    return InvalidRequestError(message, param=path or None)
+
+
+def _is_raw_body_error(error: Mapping[str, Any]) -> bool:
+    # FastAPI leaves the body as bytes when the content type is not JSON, and
+    # the model then fails at loc ("body",) with the bytes as input.
+    return field_path(error.get("loc", ())) == "" and isinstance(error.get("input"), bytes | bytearray)
+
+
+async def _api_error_handler(request: Request, exc: APIError) -> JSONResponse:
+    return exc.response()
+
+
+async def _validation_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = list(exc.errors())
+    if errors and _is_raw_body_error(errors[0]):
+        got = request.headers.get("content-type") or "none"
+        return APIError(
+            415,
+            f"the request body must be JSON sent with Content-Type: application/json (got {got})",
+            "invalid_request_error",
+            code="unsupported_media_type",
+        ).response()
+    return api_error_from_validation(errors).response()
+
+
+async def _http_exception_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    status = exc.status_code
+    if status == 404 and exc.detail == "Not Found":
+        message = f"no route for {request.method} {request.url.path}"
+    elif status == 405 and exc.detail == "Method Not Allowed":
+        allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+        message = f"method {request.method} is not allowed on {request.url.path}"
+        if allowed:
+            message += f" (allowed: {allowed})"
+    else:
+        message = str(exc.detail)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status)
+    return APIError(
+        status, message, _type_for_status(status), code=code, headers=exc.headers
+    ).response()
+
+
+async def _unexpected_handler(request: Request, exc: Exception) -> JSONResponse:
+    # The client learns only that it was our fault; the details stay here.
+    logger.error(
+        "unhandled error on %s %s", request.method, request.url.path, exc_info=exc
+    )
+    return ServerError("internal server error; the server log has the details").response()
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register every handler above on `app`."""
+    app.add_exception_handler(APIError, _api_error_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_exception_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _unexpected_handler)

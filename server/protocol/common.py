@@ -1,0 +1,251 @@
+"""Pieces shared by the chat and completions wire models.
+
+- `WireModel`: the base of every REQUEST model. Strict types (as OpenAI is
+  strict: an integer field given `1.0`, `"1"` or `true` is a 400 naming the
+  field -- we refuse `1.0` too, because OpenAI does and because a float
+  there is a client bug, not a rounding need; float fields accept integers).
+  Unknown fields are refused (`extra="forbid"`), except the few a model
+  lists in `ignored_fields`: fields real clients send that we accept and
+  drop, each documented where it is listed.
+- `ResponseModel`: the base of every RESPONSE model. `None` fields are
+  omitted when dumped (the OpenAI SDK tolerates absence and llama.cpp omits
+  e.g. `reasoning_content` when empty), except the keys a model lists in
+  `keep_null`, which OpenAI always sends (`content`, `finish_reason`,
+  `logprobs`).
+- `SamplingFields`: the sampling knobs both endpoints accept, with ranges.
+- `Usage`, `Timings`: the accounting objects both endpoints return.
+- `field_error(field, message)`: a validation error about a sub-field raised
+  from an enclosing validator; `server.errors` appends `field` to the path.
+
+Not for: converting wire values into engine parameters (that is
+`to_sampling_params` in the chat route, the one seam).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic_core import PydanticCustomError
+
+from models.reasoning_plan import InvalidReasoningBudget, parse_budget
+
+INT32_MAX = 2**31 - 1
+_INT_KEY = re.compile(r"-?[0-9]+")
+MAX_STOP_SEQUENCES = 16
+
+# `max_tokens` and friends: >= 1 and bounded so an absurd value fails here,
+# not as an overflow in the engine.
+TokenCount = Annotated[int, Field(ge=1, le=INT32_MAX)]
+TokenId = Annotated[int, Field(ge=0, le=INT32_MAX)]
+
+
+def field_error(field: str, message: str, kind: str = "invalid_field") -> PydanticCustomError:
+    """An error about `field` (a dotted path below the validated object)."""
+    # pydantic substitutes only `{key}` for keys of the context, so the
+    # message is used as is (short of a literal "{field}").
+    return PydanticCustomError(kind, message, {"field": field})
+
+
+class WireModel(BaseModel):
+    """Base of request models: strict, closed, with an explicit ignore list."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
+
+    # Fields accepted and dropped without validation. Keep short; document
+    # each entry at the subclass that lists it.
+    ignored_fields: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_ignored_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.ignored_fields:
+            return {k: v for k, v in data.items() if k not in cls.ignored_fields}
+        return data
+
+
+class ResponseModel(BaseModel):
+    """Base of response models: omits None fields except `keep_null`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep_null: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_none(self, handler: Any) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        return {k: v for k, v in data.items() if v is not None or k in self.keep_null}
+
+
+class StreamOptions(WireModel):
+    include_usage: bool = False
+    # vLLM's: usage on every chunk. Accepted so vLLM clients do not fail;
+    # routes may honour it.
+    continuous_usage_stats: bool = False
+
+
+class SamplingFields(WireModel):
+    """Sampling knobs shared by /v1/chat/completions and /v1/completions."""
+
+    model: str | None = None
+    max_tokens: TokenCount | None = None
+    n: Annotated[int, Field(ge=1, le=128)] = 1
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    # -1 and 0 both mean "off" (vLLM uses -1, llama.cpp 0).
+    top_k: Annotated[int, Field(ge=-1, le=INT32_MAX)] | None = None
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
+    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    seed: Annotated[int, Field(ge=-(2**63), le=2**64 - 1)] | None = None
+    # A single string is normalised to a one-element list.
+    stop: list[str] | None = None
+    stop_token_ids: list[TokenId] | None = None
+    ignore_eos: bool = False
+    # OpenAI sends token ids as JSON object keys (strings); we keep them as ints.
+    logit_bias: dict[int, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    # llama.cpp's name (and `thinking_budget_tokens` on chat): -1 unrestricted,
+    # 0..INT32_MAX a budget. Absent or -1 defers to the server's flag.
+    reasoning_budget_tokens: int | None = None
+    # vLLM's: return prompt and generated token ids with the response.
+    return_token_ids: bool = False
+    # llama.cpp's slot selection (-1 = any idle slot) and prefix reuse switch.
+    id_slot: Annotated[int, Field(ge=-1, le=INT32_MAX)] | None = None
+    cache_prompt: bool = True
+    user: str | None = None  # accepted, ignored
+
+    @model_validator(mode="before")
+    @classmethod
+    def _thinking_alias(cls, data: Any) -> Any:
+        # llama.cpp's chat name for the same field; both accepted, one value.
+        if isinstance(data, dict) and "thinking_budget_tokens" in data:
+            data = dict(data)
+            alias = data.pop("thinking_budget_tokens")
+            if "reasoning_budget_tokens" in data and data["reasoning_budget_tokens"] != alias:
+                raise field_error(
+                    "reasoning_budget_tokens",
+                    "reasoning_budget_tokens and thinking_budget_tokens are the same field; "
+                    "they were sent with different values",
+                )
+            data["reasoning_budget_tokens"] = alias
+        return data
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_as_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if value is not None and not isinstance(value, list):
+            raise PydanticCustomError("stop_type", "stop must be a string or a list of strings")
+        if isinstance(value, list):
+            if len(value) > MAX_STOP_SEQUENCES:
+                raise PydanticCustomError(
+                    "too_many_stop_sequences",
+                    "at most {limit} stop sequences are allowed, got {n}",
+                    {"limit": MAX_STOP_SEQUENCES, "n": len(value)},
+                )
+            for i, item in enumerate(value):
+                if item == "":
+                    raise field_error(str(i), "a stop sequence must not be empty")
+        return value
+
+    @field_validator("logit_bias", mode="before")
+    @classmethod
+    def _logit_bias_keys(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out: dict[int, Any] = {}
+        for key, bias in value.items():
+            # Keys are JSON object keys: decimal token ids. Ints are fine when
+            # a Python caller builds the request directly.
+            if isinstance(key, str) and _INT_KEY.fullmatch(key):
+                token = int(key)
+            elif isinstance(key, int) and not isinstance(key, bool):
+                token = key
+            else:
+                raise field_error(str(key), f"logit_bias keys must be token ids (integer strings), got {key!r}")
+            if not 0 <= token <= INT32_MAX:
+                raise field_error(str(key), f"logit_bias key {key!r} is not a valid token id")
+            out[token] = bias
+        return out
+
+    @field_validator("reasoning_budget_tokens", mode="before")
+    @classmethod
+    def _budget_range(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        try:
+            # One rule for the range and its llama.cpp wording (seed 001).
+            return parse_budget(value, "reasoning_budget_tokens")
+        except InvalidReasoningBudget as exc:
+            raise PydanticCustomError("reasoning_budget", str(exc)) from None
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self) -> SamplingFields:
+        if self.stream_options is not None and not self.stream:
+            raise field_error("stream_options", "stream_options is only allowed when stream is true")
+        return self
+
+
+class PromptTokensDetails(ResponseModel):
+    cached_tokens: int = 0
+
+
+class CompletionTokensDetails(ResponseModel):
+    reasoning_tokens: int | None = None
+
+
+class Usage(ResponseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: CompletionTokensDetails | None = None
+
+    @classmethod
+    def of(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0,
+           reasoning_tokens: int | None = None) -> Usage:
+        return cls(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
+            completion_tokens_details=(
+                None if reasoning_tokens is None
+                else CompletionTokensDetails(reasoning_tokens=reasoning_tokens)
+            ),
+        )
+
+
+class Timings(ResponseModel):
+    """llama.cpp's `timings`: prefix-cache hits and prefill/decode speeds."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_second: float
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_second: float
+
+    @classmethod
+    def of(cls, cache_n: int, prompt_n: int, prompt_ms: float, predicted_n: int,
+           predicted_ms: float) -> Timings:
+        def rate(n: int, ms: float) -> float:
+            return n * 1000.0 / ms if ms > 0 else 0.0
+
+        return cls(
+            cache_n=cache_n,
+            prompt_n=prompt_n,
+            prompt_ms=prompt_ms,
+            prompt_per_second=rate(prompt_n, prompt_ms),
+            predicted_n=predicted_n,
+            predicted_ms=predicted_ms,
+            predicted_per_second=rate(predicted_n, predicted_ms),
+        )
