@@ -1,0 +1,108 @@
+"""The model runner: the only code that turns scheduler decisions into tensors.
+
+It owns the KV pool's storage -- per layer `k_pages, v_pages: [num_pages,
+page_size, n_kv_heads, head_dim]`, full-attention layers in the full group's
+pages and windowed layers in the window group's -- and runs one ragged forward
+step: flatten the chunks, plan attention once per group, run the network,
+return float32 logits for the chunks that sample. Which page is free, shared or
+released is bookkeeping (scheduler/kv_pool.py); the runner just trusts the page
+tables it is given.
+
+It also moves KV between pages and host arrays for slot save/restore: a save
+reads the pages of one sequence, a restore writes them, with one gather or
+scatter per layer rather than a Python loop over positions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from models.config import FULL, SLIDING, ModelSpec
+from models.decoder import CausalLM
+from models.paged_attention import plan_group
+from scheduler.forward_batch import ForwardBatch
+
+GROUP_OF = {FULL: "full", SLIDING: "window"}
+
+
+class ModelRunner:
+    def __init__(self, model: CausalLM, page_size: int, num_pages: dict[str, int]):
+        spec: ModelSpec = model.spec
+        self.model, self.spec, self.page_size = model, spec, page_size
+        self.dtype = model.model.embed_tokens.weight.dtype
+        self.num_pages = dict(num_pages)
+        self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for t in spec.layer_types:
+            n = num_pages[GROUP_OF[t]]
+            shape = (n, page_size, spec.num_kv_heads, spec.head_dim)
+            self.kv.append((torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)))
+        self.groups_present = {GROUP_OF[t] for t in spec.layer_types}
+
+    def kv_bytes_per_token(self, group: str) -> int:
+        layers = sum(1 for t in self.spec.layer_types if GROUP_OF[t] == group)
+        return 2 * layers * self.spec.num_kv_heads * self.spec.head_dim * self.kv[0][0].element_size()
+
+    @torch.inference_mode()
+    def step(self, batch: ForwardBatch) -> torch.Tensor:
+        """Run one step; returns logits [S, vocab] (float32) for `batch.sampled` in order."""
+        ids, pos, logit_rows = [], [], []
+        row = 0
+        for c in batch.chunks:
+            ids.extend(c.token_ids)
+            pos.extend(range(c.start, c.end))
+            row += len(c.token_ids)
+            if c.sample:
+                logit_rows.append(row - 1)
+        plans = {}
+        if FULL in self.spec.layer_types:
+            plans[FULL] = plan_group(batch, lambda c: c.full_pages, None, self.page_size)
+        if SLIDING in self.spec.layer_types:
+            plans[SLIDING] = plan_group(batch, lambda c: c.window_pages, self.spec.sliding_window, self.page_size)
+        logits = self.model(
+            torch.tensor(ids, dtype=torch.long),
+            torch.tensor(pos, dtype=torch.long),
+            self.kv,
+            plans,
+            torch.tensor(logit_rows, dtype=torch.long),
+        )
+        return logits.float()
+
+    # --- slots: host <-> pages -------------------------------------------------
+
+    def _slots(self, table: list[int], start: int, end: int) -> torch.Tensor:
+        p = self.page_size
+        return torch.tensor([table[i // p] * p + i % p for i in range(start, end)], dtype=torch.long)
+
+    @torch.inference_mode()
+    def read_layer(self, layer: int, table: list[int], start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """K, V of positions [start, end) of one layer as host arrays [n, kvh, d].
+
+        bfloat16 has no numpy dtype, so it is returned as its uint16 bit pattern.
+        """
+        k_pages, v_pages = self.kv[layer]
+        idx = self._slots(table, start, end)
+        kvh, d = self.spec.num_kv_heads, self.spec.head_dim
+        k = k_pages.view(-1, kvh, d).index_select(0, idx)
+        v = v_pages.view(-1, kvh, d).index_select(0, idx)
+        return _to_numpy(k), _to_numpy(v)
+
+    @torch.inference_mode()
+    def write_layer(self, layer: int, table: list[int], start: int, k: np.ndarray, v: np.ndarray) -> None:
+        k_pages, v_pages = self.kv[layer]
+        idx = self._slots(table, start, start + k.shape[0])
+        kvh, d = self.spec.num_kv_heads, self.spec.head_dim
+        k_pages.view(-1, kvh, d).index_copy_(0, idx, _from_numpy(k, self.dtype))
+        v_pages.view(-1, kvh, d).index_copy_(0, idx, _from_numpy(v, self.dtype))
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.uint16).numpy().copy()
+    return t.contiguous().numpy().copy()
+
+
+def _from_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype)

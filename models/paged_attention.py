@@ -1,0 +1,145 @@
+"""Attention over a paged KV pool, for a ragged batch of prefill chunks and decodes.
+
+The pool of one layer is `k_pages, v_pages: [num_pages, page_size, n_kv_heads,
+head_dim]`. A sequence owns a page table; position p lives in page
+`table[p // page_size]` at offset `p % page_size`.
+
+Shapes are planned once per step (`plan_attention`) and shared by every layer
+of the same group: which pool slots the new tokens are written to, which pages
+each query reads, and the boolean masks (causal, and for windowed layers
+"key k is visible from query q iff k > q - window"). Decode queries of all
+sequences are batched into one SDPA call, padded to the longest key span; each
+prefill chunk gets its own call, since its queries differ in length.
+
+Windowed layers read only the pages covering `[start - window + 1, end)`, so a
+window slide may release everything earlier without this code noticing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from scheduler.forward_batch import ForwardBatch, SeqChunk
+
+
+@dataclass
+class ChunkPlan:
+    token_slice: slice  # rows of this chunk in the flattened step
+    pages: torch.Tensor  # [n_pages] page ids to gather
+    mask: torch.Tensor  # [n_q, n_pages * page_size] bool, True = visible
+
+
+@dataclass
+class DecodePlan:
+    rows: torch.Tensor  # [B] rows of the decode tokens in the flattened step
+    pages: torch.Tensor  # [B, max_pages] page ids (padded with a valid id)
+    mask: torch.Tensor  # [B, 1, 1, max_pages * page_size] bool
+
+
+@dataclass
+class GroupPlan:
+    """Everything one layer group (full or windowed) needs for one step."""
+
+    write_slots: torch.Tensor  # [T] flat pool slot of every fed token
+    decode: DecodePlan | None
+    prefills: list[ChunkPlan]
+
+
+def _key_span(chunk: SeqChunk, window: int | None, page: int) -> tuple[int, int]:
+    """First page to read and number of pages, for the chunk's queries."""
+    first_key = 0 if window is None else max(0, chunk.start - window + 1)
+    first_page = first_key // page
+    last_page = (chunk.end - 1) // page
+    return first_page, last_page - first_page + 1
+
+
+def _visible(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
+    # q_pos: [n_q], k_pos: [n_k] -> [n_q, n_k]
+    vis = k_pos[None, :] <= q_pos[:, None]
+    if window is not None:
+        vis &= k_pos[None, :] > (q_pos[:, None] - window)
+    return vis
+
+
+def plan_group(batch: ForwardBatch, table_of, window: int | None, page: int) -> GroupPlan:
+    """Plan one group. `table_of(chunk)` returns that group's page table."""
+    slots: list[int] = []
+    decode_rows, decode_tables, decode_firsts, decode_pos = [], [], [], []
+    prefills: list[ChunkPlan] = []
+    row = 0
+    for chunk in batch.chunks:
+        table = table_of(chunk)
+        for p in range(chunk.start, chunk.end):
+            pid = table[p // page]
+            assert pid is not None, f"seq {chunk.seq_id}: writing to a released page at {p}"
+            slots.append(pid * page + p % page)
+        first_page, n_pages = _key_span(chunk, window, page)
+        pages = table[first_page:first_page + n_pages]
+        assert None not in pages, f"seq {chunk.seq_id}: window pages needed by the step were released"
+        n = len(chunk.token_ids)
+        if chunk.is_decode:
+            decode_rows.append(row)
+            decode_tables.append(pages)
+            decode_firsts.append(first_page * page)
+            decode_pos.append(chunk.start)
+        else:
+            q_pos = torch.arange(chunk.start, chunk.end)
+            k_pos = torch.arange(first_page * page, (first_page + n_pages) * page)
+            prefills.append(ChunkPlan(slice(row, row + n), torch.tensor(pages), _visible(q_pos, k_pos, window)))
+        row += n
+
+    decode = None
+    if decode_rows:
+        width = max(len(t) for t in decode_tables)
+        padded = [t + [t[0]] * (width - len(t)) for t in decode_tables]
+        k_pos = torch.tensor(decode_firsts)[:, None] + torch.arange(width * page)[None, :]  # [B, L]
+        q_pos = torch.tensor(decode_pos)[:, None]
+        mask = k_pos <= q_pos
+        if window is not None:
+            mask &= k_pos > q_pos - window
+        decode = DecodePlan(torch.tensor(decode_rows), torch.tensor(padded), mask[:, None, None, :])
+    return GroupPlan(torch.tensor(slots, dtype=torch.long), decode, prefills)
+
+
+def _gather(pages_tensor: torch.Tensor, page_ids: torch.Tensor) -> torch.Tensor:
+    # pages_tensor: [num_pages, page, kvh, d]; page_ids: [..., n] -> [..., kvh, n*page, d]
+    got = pages_tensor[page_ids]  # [..., n, page, kvh, d]
+    lead = got.shape[:-4]
+    got = got.reshape(*lead, -1, got.shape[-2], got.shape[-1])  # [..., L, kvh, d]
+    return got.transpose(-3, -2)
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_pages: torch.Tensor,
+    v_pages: torch.Tensor,
+    plan: GroupPlan,
+    scale: float,
+) -> torch.Tensor:
+    """q: [T, H, D]; k, v: [T, KVH, D] (this step's new keys, already rotated).
+
+    Writes k, v into the pool, then attends. Returns [T, H, D].
+    """
+    kvh, d = k.shape[-2], k.shape[-1]
+    k_pages.view(-1, kvh, d).index_copy_(0, plan.write_slots, k)
+    v_pages.view(-1, kvh, d).index_copy_(0, plan.write_slots, v)
+    out = torch.empty_like(q)
+    if plan.decode is not None:
+        dp = plan.decode
+        qd = q[dp.rows].unsqueeze(2)  # [B, H, 1, D]
+        kd = _gather(k_pages, dp.pages)  # [B, KVH, L, D]
+        vd = _gather(v_pages, dp.pages)
+        od = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=dp.mask, scale=scale, enable_gqa=True)
+        out[dp.rows] = od.squeeze(2)
+    for cp in plan.prefills:
+        qp = q[cp.token_slice].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
+        kp = _gather(k_pages, cp.pages).unsqueeze(0)  # [1, KVH, L, D]
+        vp = _gather(v_pages, cp.pages).unsqueeze(0)
+        op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=cp.mask, scale=scale, enable_gqa=True)
+        out[cp.token_slice] = op.squeeze(0).transpose(0, 1)
+    return out

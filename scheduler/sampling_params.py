@@ -1,0 +1,50 @@
+"""Engine-side sampling parameters: what one request asks the sampler to do.
+
+The HTTP layer validates wire types (pydantic) and converts them here in ONE
+place (`server/chat.py: to_sampling_params`). Everything past that seam sees
+these plain, already-valid values, so the engine never re-validates and never
+learns about JSON. Frozen: a request's parameters cannot change mid-flight.
+
+Not torch: the sampler in `models/sampler.py` turns these into tensor ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    # Stop strings: matched on the detokenized text across token boundaries,
+    # never included in the output.
+    stop: tuple[str, ...] = ()
+    # Extra token ids that end generation (the checkpoint's EOS ids are added
+    # by the engine unless ignore_eos).
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    # token id -> additive bias, applied before temperature.
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    # None = no logprobs; 0 = the chosen token's only; k = plus k alternatives.
+    logprobs: int | None = None
+    n: int = 1
+    # A resolved reasoning-budget plan (models/reasoning_budget.BudgetPlan) or
+    # None for unrestricted. Typed loosely here to keep this module free of
+    # model-side imports.
+    reasoning_budget: Any = None
+    # Extra logit processors built by the HTTP layer (objects with
+    # `next_forced(generated_ids) -> int | None` / `observe(token)`), run in order.
+    logit_processors: tuple[Any, ...] = field(default_factory=tuple)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0 or self.top_k == 1
