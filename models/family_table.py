@@ -23,10 +23,12 @@ from __future__ import annotations
 import functools
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-DEFAULT_TABLE_PATH = Path(__file__).resolve().parent.parent / "configs" / "model_families.toml"
+# configs/ is a package so the table ships inside wheels and the Docker image.
+DEFAULT_TABLE_PATH = Path(str(resources.files("configs") / "model_families.toml"))
 
 ReasoningKind = Literal["markers", "channel"]
 _KINDS = ("markers", "channel")
