@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# CI docker check (`make docker-check`): build the real Dockerfile, run the
+# image with a tiny checkpoint at /model, and smoke-test it from the host.
+#
+# What it proves: the Dockerfile builds from a clean checkout with nothing
+# but pyproject.toml's dependencies; the image starts, its HEALTHCHECK turns
+# healthy, /health and one chat completion answer through a real port, the
+# entry point picked the mounted checkpoint, and the server is not root.
+#
+# What it does not prove: anything about the official python base image. No
+# registry is reachable here, so the FROM image is a local stand-in (see
+# make_base_image.sh); and pip installs from a wheelhouse downloaded on the
+# host (wheelhouse.sh), not from the index a user's build would reach.
+# Containers use the host network (the private engine makes no bridge), so
+# `-p` port publishing is not exercised.
+#
+# Isolation: the engine is private (engine.sh): own sockets, state and pid
+# files, stopped by pid on exit whatever happens, along with the containers
+# and the wheel server this script started. The image store persists in the
+# cache directory so unchanged layers are reused; a lock serialises runs.
+#
+# Environment:
+#   DOCKER_CHECK_PYTHON   host interpreter with the project installed
+#                         (default: REPO/.venv/bin/python, else python3)
+#   DOCKER_CHECK_MODEL    serve this checkpoint folder instead of building
+#                         the tiny one (e.g. to try a real model)
+#   DOCKER_CHECK_HEALTH_TIMEOUT  seconds to wait for `healthy` (default 300)
+#   DOCKER_CHECK_NO_CACHE=1      build without the layer cache
+#   ANCHORAGE_DOCKER_CACHE       cache dir (default ~/.cache/anchorage-docker)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$repo/docker"
+python="${DOCKER_CHECK_PYTHON:-}"
+[ -n "$python" ] || { [ -x "$repo/.venv/bin/python" ] && python="$repo/.venv/bin/python" || python=python3; }
+export CACHE_DIR="${ANCHORAGE_DOCKER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage-docker}"
+health_timeout="${DOCKER_CHECK_HEALTH_TIMEOUT:-300}"
+image_tag="anchorage:docker-check"
+label="anchorage.docker-check"
+
+passed=0 failed=0
+t_start=$SECONDS t_phase=$SECONDS phase=""
+say() { printf '[docker-check] %s\n' "$*" >&2; }
+phase() {
+    [ -n "$phase" ] && say "phase '$phase' took $((SECONDS - t_phase)) s"
+    phase="$1" t_phase=$SECONDS
+    say "== $1"
+}
+pass() { passed=$((passed + 1)); say "PASS $*"; }
+fail() { failed=$((failed + 1)); say "FAIL $*"; }
+# check NAME COMMAND...: one counted check, the command's output shown.
+check() {
+    local name="$1" out; shift
+    if out="$("$@" 2>&1)"; then pass "$name: $out"; else fail "$name: $out"; fi
+}
+summary() {
+    [ -n "$phase" ] && say "phase '$phase' took $((SECONDS - t_phase)) s"
+    phase=""
+    say "total $((SECONDS - t_start)) s"
+    printf '%d passed, %d failed\n' "$passed" "$failed"
+}
+
+# Everything this run starts is recorded here and undone on exit.
+run_dir="$(mktemp -d /tmp/anchorage-docker.XXXXXX)"
+ENGINE_RUN="$run_dir" ENGINE_STATE="$CACHE_DIR/engine"
+wheel_server_pid="" model_dir="" container=""
+# shellcheck source=docker/engine.sh
+source "$here/engine.sh"
+
+cleanup() {
+    local status=$?
+    set +e
+    if [ -n "${ENGINE_DOCKERD_PID:-}" ] && kill -0 "$ENGINE_DOCKERD_PID" 2>/dev/null; then
+        [ -n "$container" ] && "$DOCKER" logs "$container" >"$run_dir/container.log" 2>&1
+        local ids
+        ids="$("$DOCKER" ps -aq --filter "label=$label" 2>/dev/null)"
+        [ -n "$ids" ] && "$DOCKER" rm -f -v $ids >/dev/null 2>&1
+        # Superseded builds of the check image; keeps the store from growing.
+        "$DOCKER" image prune -f --filter "label=$label" >/dev/null 2>&1
+    fi
+    engine_stop
+    [ -n "$wheel_server_pid" ] && kill "$wheel_server_pid" 2>/dev/null
+    # Kept for a look after a failure: build, engine and container logs.
+    rm -rf "$CACHE_DIR/last-run" && mkdir -p "$CACHE_DIR/last-run" \
+        && cp "$run_dir"/*.log "$CACHE_DIR/last-run/" 2>/dev/null
+    rm -rf "$run_dir"
+    [ -n "$model_dir" ] && [ -z "${DOCKER_CHECK_MODEL:-}" ] && rm -rf "$model_dir"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The checks that are more than one command; each prints what it saw.
+image_user_is_not_root() {
+    local u
+    u="$("$DOCKER" image inspect --format '{{.Config.User}}' "$image_tag")"
+    echo "USER $u"
+    [ -n "$u" ] && [ "${u%%:*}" != 0 ] && [ "${u%%:*}" != root ]
+}
+exec_uid_is_not_root() {
+    local u
+    u="$("$DOCKER" exec "$container" id -u)"
+    echo "id -u = $u"
+    [ -n "$u" ] && [ "$u" != 0 ]
+}
+server_uid_is_not_root() {  # Uid: real effective saved filesystem
+    local line
+    line="$(grep '^Uid:' "/proc/$server_pid/status")"
+    echo "pid $server_pid $line"
+    set -- $line
+    [ "$2" != 0 ] && [ "$3" != 0 ]
+}
+server_serves_mounted_model() {
+    local cmd
+    cmd="$(tr '\0' ' ' <"/proc/$server_pid/cmdline")"
+    echo "$cmd"
+    case "$cmd" in *"--model /model "*) return 0 ;; *) return 1 ;; esac
+}
+
+# Abort the run: count it, summarise, exit non-zero (cleanup runs on exit).
+abort() { fail "$*"; summary; exit 1; }
+
+# One check run at a time: the image store and the caches are shared.
+mkdir -p "$CACHE_DIR"
+exec 9>"$CACHE_DIR/lock"
+flock -w 1800 9 || abort "another docker check held $CACHE_DIR/lock for 30 minutes"
+
+phase "install engine"
+engine_install || abort "could not install docker.io / debootstrap / BuildKit support"
+
+phase "start private engine"
+engine_start || abort "private dockerd did not start (logs above)"
+# Containers a killed earlier run left behind in the persistent store.
+stale="$("$DOCKER" ps -aq --filter "label=$label")"
+[ -z "$stale" ] || "$DOCKER" rm -f -v $stale >/dev/null
+
+phase "stand-in base image"
+# The one image the Dockerfile names in FROM that is not one of its stages.
+base_image="$(awk '
+    toupper($1) == "FROM" {
+        img = $2; if (img ~ /^--platform/) img = $3
+        for (i = 2; i < NF; i++) if (toupper($i) == "AS") stage[$(i + 1)] = 1
+        if (!(img in stage)) ext[img] = 1
+    }
+    END { for (i in ext) print i }' "$repo/Dockerfile")"
+[ "$(printf '%s\n' "$base_image" | grep -c .)" = 1 ] \
+    || abort "expected exactly one external FROM image in Dockerfile, found: $base_image"
+say "Dockerfile builds FROM $base_image"
+DOCKER="$DOCKER" "$here/make_base_image.sh" "$base_image" || abort "could not make the stand-in base image"
+
+phase "wheelhouse"
+wheelhouse="$(PYTHON="$python" "$here/wheelhouse.sh" "$repo")" || abort "could not download the wheels"
+wheel_port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$python" -m http.server --bind 127.0.0.1 --directory "$wheelhouse" "$wheel_port" \
+    >"$run_dir/wheel-server.log" 2>&1 &
+wheel_server_pid=$!
+say "serving $wheelhouse on http://127.0.0.1:$wheel_port/ (pid $wheel_server_pid)"
+
+phase "docker build"
+build_args=(--network host --progress plain --tag "$image_tag" --label "$label=1"
+    --build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=http://127.0.0.1:$wheel_port/")
+[ "${DOCKER_CHECK_NO_CACHE:-0}" = 1 ] && build_args+=(--no-cache)
+if DOCKER_BUILDKIT=1 "$DOCKER" build "${build_args[@]}" "$repo" >"$run_dir/build.log" 2>&1; then
+    pass "docker build ($(grep -c '^#[0-9]* CACHED' "$run_dir/build.log" || true) steps from cache)"
+else
+    tail -n 40 "$run_dir/build.log" >&2
+    abort "docker build"
+fi
+check "image runs as a non-root user" image_user_is_not_root
+
+phase "checkpoint"
+if [ -n "${DOCKER_CHECK_MODEL:-}" ]; then
+    model_dir="$DOCKER_CHECK_MODEL"
+else
+    model_dir="$(mktemp -d /tmp/anchorage-model.XXXXXX)"
+    (cd "$repo" && "$python" -m models.tiny_checkpoint --family qwen3 --out "$model_dir") \
+        >"$run_dir/checkpoint.log" 2>&1 \
+        || { tail -n 20 "$run_dir/checkpoint.log" >&2; abort "could not build the tiny checkpoint"; }
+fi
+# The server runs as uid 10001: the mounted folder must be readable by others.
+chmod -R a+rX "$model_dir"
+[ -f "$model_dir/config.json" ] || abort "$model_dir has no config.json"
+
+phase "docker run"
+port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+container="anchorage-check-$$"
+"$DOCKER" run --detach --name "$container" --label "$label=1" --network host \
+    --env "ANCHORAGE_PORT=$port" --volume "$model_dir:/model:ro" "$image_tag" >/dev/null \
+    || abort "docker run"
+health=""
+deadline=$((SECONDS + health_timeout))
+while [ $SECONDS -lt $deadline ]; do
+    state="$("$DOCKER" inspect --format '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}' "$container")"
+    health="${state#* }"
+    [ "$health" = healthy ] && break
+    [ "${state%% *}" = running ] || break
+    sleep 2
+done
+if [ "$health" = healthy ]; then
+    pass "container healthy after $((SECONDS - t_phase)) s"
+else
+    say "container state: $state; last log lines:"
+    "$DOCKER" logs --tail 40 "$container" >&2 2>&1 || true
+    abort "container did not become healthy within ${health_timeout} s (state: $state)"
+fi
+
+phase "smoke"
+base_url="http://127.0.0.1:$port"
+check "/health from the host" "$python" "$here/smoke.py" health "$base_url"
+check "chat completion" "$python" "$here/smoke.py" chat "$base_url"
+check "docker exec id -u is not 0" exec_uid_is_not_root
+# The server process itself, seen from the host's /proc (no user namespace
+# remapping here, so host and container uids agree).
+server_pid="$("$DOCKER" inspect --format '{{.State.Pid}}' "$container")"
+check "server process uid is not 0" server_uid_is_not_root
+check "entry point served the mounted /model" server_serves_mounted_model
+check "/slots volume is writable by the server user" \
+    "$DOCKER" exec "$container" sh -c 'touch /slots/.probe && rm /slots/.probe && echo ok'
+
+summary
+[ "$failed" -eq 0 ]
