@@ -10,7 +10,7 @@ Not torch: the sampler in `models/sampler.py` turns these into tensor ops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -38,12 +38,10 @@ class SamplingParams:
     logprobs: int | None = None
     n: int = 1
     # A resolved reasoning-budget plan (models/reasoning_budget.BudgetPlan) or
-    # None for unrestricted. Typed loosely here to keep this module free of
-    # model-side imports.
+    # None for unrestricted. The engine builds one stateful machine per
+    # sequence from it (a plan is shared by n > 1 choices, a machine is not).
+    # Typed loosely to keep this module free of model-side imports.
     reasoning_budget: Any = None
-    # Extra logit processors built by the HTTP layer (objects with
-    # `next_forced(generated_ids) -> int | None` / `observe(token)`), run in order.
-    logit_processors: tuple[Any, ...] = field(default_factory=tuple)
 
     @property
     def greedy(self) -> bool:

@@ -1,0 +1,118 @@
+"""Turn a step's logits into tokens, one row per sampling sequence.
+
+Per row, in order: logit bias, repetition / presence / frequency penalties,
+then the logit processors (the reasoning-budget machine among them) which may
+force the token outright, then temperature, top-k, top-p, min-p and a draw
+from the sequence's own generator. Greedy rows take the argmax.
+
+Each sequence owns a `torch.Generator` seeded from its request's `seed` (and
+its choice index), and every row is processed on its own, so a seeded
+request samples the same tokens whatever else shares the batch.
+
+Logprobs (when asked) are the model's own distribution: log-softmax of the raw
+logits, before bias, penalties and temperature, as vLLM reports by default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from scheduler.sampling_params import SamplingParams
+
+
+@dataclass
+class SamplingState:
+    """Per-sequence sampler state that lives as long as the sequence."""
+
+    params: SamplingParams
+    generator: torch.Generator
+    processors: list = field(default_factory=list)  # objects with forced_token() / accept(token)
+
+
+@dataclass
+class Sampled:
+    token: int
+    logprob: float | None = None
+    top: list[tuple[int, float]] | None = None  # (token, logprob) alternatives, best first
+
+
+def new_state(params: SamplingParams, index: int, processors: list) -> SamplingState:
+    gen = torch.Generator()
+    if params.seed is not None:
+        gen.manual_seed((params.seed * 1_000_003 + index) & 0xFFFF_FFFF_FFFF)
+    else:
+        gen.manual_seed(int.from_bytes(os.urandom(8), "little") & 0x7FFF_FFFF_FFFF_FFFF)
+    return SamplingState(params, gen, processors)
+
+
+def _penalise(row: torch.Tensor, p: SamplingParams, prompt_ids: list[int], output_ids: list[int]) -> torch.Tensor:
+    if p.repetition_penalty != 1.0:
+        seen = torch.tensor(sorted(set(prompt_ids) | set(output_ids)), dtype=torch.long)
+        if len(seen):
+            vals = row[seen]
+            row[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if (p.presence_penalty or p.frequency_penalty) and output_ids:
+        ids = torch.tensor(output_ids, dtype=torch.long)
+        counts = torch.zeros_like(row).index_add_(0, ids, torch.ones(len(ids)))
+        row -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).float()
+    return row
+
+
+def _draw(row: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> int:
+    row = row / p.temperature
+    if p.top_k and p.top_k > 0 and p.top_k < row.shape[0]:
+        kth = torch.topk(row, p.top_k).values[-1]
+        row = row.masked_fill(row < kth, float("-inf"))
+    probs = torch.softmax(row, dim=-1)
+    if p.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        cum = torch.cumsum(sorted_p, dim=-1)
+        drop = (cum - sorted_p) > p.top_p  # keep the smallest prefix reaching top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p)
+    if p.min_p > 0.0:
+        probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
+    return int(torch.multinomial(probs, 1, generator=gen))
+
+
+def sample(
+    logits: torch.Tensor,  # [S, vocab] float32
+    states: list[SamplingState],
+    histories: list[tuple[list[int], list[int]]],  # (prompt_ids, output_ids) per row
+) -> list[Sampled]:
+    out: list[Sampled] = []
+    raw_logprobs = None
+    if any(s.params.logprobs is not None for s in states):
+        raw_logprobs = torch.log_softmax(logits, dim=-1)
+    for i, st in enumerate(states):
+        p = st.params
+        forced = None
+        for proc in st.processors:
+            forced = proc.forced_token()
+            if forced is not None:
+                break
+        if forced is not None:
+            token = forced
+        else:
+            row = logits[i]
+            if p.logit_bias or p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+                row = row.clone()
+                for tok, bias in p.logit_bias:
+                    if 0 <= tok < row.shape[0]:
+                        row[tok] += bias
+                row = _penalise(row, p, *histories[i])
+            token = int(torch.argmax(row)) if p.greedy else _draw(row, p, st.generator)
+        for proc in st.processors:
+            proc.accept(token)
+        s = Sampled(token)
+        if p.logprobs is not None and raw_logprobs is not None:
+            lp = raw_logprobs[i]
+            s.logprob = float(lp[token])
+            if p.logprobs > 0:
+                vals, idx = torch.topk(lp, p.logprobs)
+                s.top = [(int(t), float(v)) for t, v in zip(idx, vals)]
+        out.append(s)
+    return out

@@ -1,0 +1,230 @@
+"""The batch scheduler: which sequences run this step, with how many tokens.
+
+Policy (continuous batching, vLLM-style):
+1. Running sequences first, in admission order. A decoding sequence feeds one
+   token; a sequence still prefilling gets a chunk from the per-step token
+   budget (`max_batched_tokens`), so a long prompt is spread over steps and
+   decodes of others keep flowing (chunked prefill, mixed with decode).
+2. If a running sequence cannot get its next page, the most recently admitted
+   running sequence is preempted by recompute: its computed pages go into the
+   prefix cache, its references are dropped, and it returns to the head of
+   the waiting queue. Preemption never deadlocks: the victim is always a
+   running sequence, and the pool floor checked at startup fits one sequence
+   of `max_model_len` alone.
+3. Then waiting sequences are admitted first-come-first-served while there is
+   budget, a free seat (`max_num_seqs`) and pages -- starting from the longest
+   usable cached prefix. Nothing is admitted in a step that preempted.
+
+The decision is a plain `ForwardBatch` plus the sequences behind its chunks;
+`after_step` and `on_sampled` apply the outcome: progress, prefix caching of a
+finished prompt, the window slides and tool-call anchors. No torch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from scheduler.forward_batch import ForwardBatch, SeqChunk
+from scheduler.page_allocator import PageAllocator
+from scheduler.sequence import Sequence, SeqStatus
+from scheduler.window import SlidingRequest, WindowPolicy, decode_slide, prefill_slide
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_num_seqs: int = 16
+    max_batched_tokens: int = 512
+    max_model_len: int = 4096
+    window: WindowPolicy | None = None  # None: the model has no windowed layers
+    anchors: bool = True
+    anchor_token: int | None = None
+
+
+@dataclass
+class Decision:
+    batch: ForwardBatch
+    seqs: list[Sequence]  # aligned with batch.chunks
+    preempted: list[Sequence] = field(default_factory=list)
+    starved: list[Sequence] = field(default_factory=list)  # cannot fit even alone
+
+    @property
+    def empty(self) -> bool:
+        return not self.batch.chunks
+
+
+@dataclass
+class SchedulerCounters:
+    preemptions: int = 0
+    anchors_set: int = 0
+    anchors_dropped: int = 0
+    window_pages_released: int = 0
+    cache_hit_tokens: int = 0
+
+
+class BatchScheduler:
+    def __init__(self, config: SchedulerConfig, allocator: PageAllocator):
+        self.config = config
+        self.alloc = allocator
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.counters = SchedulerCounters()
+        self.forward_iter = 0
+
+    # -- queue ---------------------------------------------------------------------
+    def add(self, seq: Sequence) -> None:
+        seq.status = SeqStatus.WAITING
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop a sequence wherever it is; its pages are returned at once."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.alloc.free(seq)
+        seq.status = SeqStatus.FINISHED
+        seq.finish_reason = seq.finish_reason or "abort"
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """A sequence is done: its computed span goes to the prefix cache, then its pages go."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.alloc.cache_prefix(seq, seq.num_computed)
+        self.alloc.free(seq)
+        seq.status = SeqStatus.FINISHED
+        seq.finish_reason = reason
+
+    def _preempt(self, seq: Sequence, decision: Decision) -> None:
+        self.running.remove(seq)
+        self.alloc.cache_prefix(seq, seq.num_computed)
+        self.alloc.free(seq)
+        seq.status = SeqStatus.WAITING
+        seq.preemptions += 1
+        self.counters.preemptions += 1
+        self.waiting.appendleft(seq)
+        decision.preempted.append(seq)
+
+    # -- one step ------------------------------------------------------------------
+    def _chunk(self, seq: Sequence, n: int) -> SeqChunk:
+        start = seq.num_computed
+        return SeqChunk(
+            seq_id=seq.seq_id,
+            token_ids=seq.all_ids[start:start + n],
+            start=start,
+            full_pages=seq.full_pages,
+            window_pages=seq.window_pages,
+            sample=start + n == seq.num_tokens,
+        )
+
+    def schedule(self) -> Decision:
+        decision = Decision(ForwardBatch(), [])
+        budget = self.config.max_batched_tokens
+        scheduled: set[int] = set()
+
+        for seq in list(self.running):
+            if seq.status is not SeqStatus.RUNNING or budget <= 0:
+                continue
+            n = 1 if seq.is_decoding else min(seq.remaining, budget)
+            end = seq.num_computed + n
+            while not self.alloc.can_allocate(self.alloc.needs(seq, end)):
+                victims = [s for s in self.running if s.seq_id not in scheduled]
+                victim = victims[-1]
+                if victim is seq and len(self.running) == 1:
+                    decision.starved.append(seq)  # alone and still no room: cannot ever fit
+                    break
+                self._preempt(victim, decision)
+                if victim is seq:
+                    break
+            if seq.status is not SeqStatus.RUNNING or seq in decision.starved:
+                continue
+            self.alloc.allocate(seq, end)
+            decision.batch.chunks.append(self._chunk(seq, n))
+            decision.seqs.append(seq)
+            scheduled.add(seq.seq_id)
+            budget -= n
+
+        if not decision.preempted:
+            self._admit(decision, budget)
+        return decision
+
+    def _leader_ready(self, seq: Sequence) -> bool:
+        lead = seq.leader
+        return lead is None or lead.prompt_cached or lead.status is SeqStatus.FINISHED
+
+    def _admit(self, decision: Decision, budget: int) -> None:
+        for seq in list(self.waiting):
+            if budget <= 0 or len(self.running) >= self.config.max_num_seqs:
+                return
+            if not self._leader_ready(seq):
+                continue  # a sibling waits for its leader's prompt without blocking others
+            match = self.alloc.cache.match(seq.all_ids, seq.num_tokens - 1)
+            self.alloc.adopt(seq, match)
+            n = min(seq.remaining, budget)
+            end = seq.num_computed + n
+            if not self.alloc.can_allocate(self.alloc.needs(seq, end)):
+                self.alloc.free(seq)
+                return  # FCFS: the head of the queue waits for room
+            self.alloc.allocate(seq, end)
+            if seq.num_cached_prompt < 0:
+                seq.num_cached_prompt = min(match.tokens, len(seq.prompt_ids))
+                self.counters.cache_hit_tokens += seq.num_cached_prompt
+            self.waiting.remove(seq)
+            seq.status = SeqStatus.RUNNING
+            self.running.append(seq)
+            decision.batch.chunks.append(self._chunk(seq, n))
+            decision.seqs.append(seq)
+            budget -= n
+
+    # -- outcome -------------------------------------------------------------------
+    def after_step(self, decision: Decision) -> None:
+        """Advance progress; cache finished prompts; slide prefilling windows."""
+        self.forward_iter += 1
+        policy = self.config.window
+        for seq, chunk in zip(decision.seqs, decision.batch.chunks):
+            seq.num_computed += len(chunk.token_ids)
+            if not seq.prompt_cached and seq.num_computed >= len(seq.prompt_ids):
+                # The prompt is in the pool: share it (n > 1 siblings, concurrent
+                # requests) and keep the window before the prompt end live, where
+                # a harness that drops the thinking block rejoins.
+                self.alloc.cache_prefix(seq, len(seq.prompt_ids))
+                seq.prompt_cached = True
+                aligned = (len(seq.prompt_ids) // self.alloc.page) * self.alloc.page
+                seq.locked_prefix = max(seq.locked_prefix, aligned)
+            if policy is not None and not chunk.is_decode:
+                slide = prefill_slide(self._sliding(seq, seq.num_computed), policy)
+                self._apply(seq, slide)
+
+    def on_sampled(self, seq: Sequence, token: int, finishing: bool) -> None:
+        """A token was appended to `seq`: offer it to the anchor, slide the window."""
+        policy = self.config.window
+        if self.config.anchors and seq.anchor.observe(token, self.config.anchor_token, seq.num_tokens, finishing):
+            self.counters.anchors_set += 1
+        if len(seq.output_ids) > 1:
+            seq.decode_steps += 1
+        if policy is None or finishing:
+            return
+        slide = decode_slide(self._sliding(seq, seq.num_tokens), seq.anchor.anchor_len, policy, self.forward_iter)
+        if slide is None:
+            return
+        if slide.drop_anchor:
+            seq.anchor.clear()
+            self.counters.anchors_dropped += 1
+        self._apply(seq, slide)
+
+    def _sliding(self, seq: Sequence, position: int) -> SlidingRequest:
+        return SlidingRequest(
+            position=position,
+            already_released=seq.released,
+            locked_prefix=seq.locked_prefix,
+            decode_step=seq.decode_steps,
+        )
+
+    def _apply(self, seq: Sequence, slide) -> None:
+        if not slide.frees_nothing:
+            self.counters.window_pages_released += self.alloc.release_window(seq, slide.free_from, slide.free_to)

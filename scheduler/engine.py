@@ -1,0 +1,248 @@
+"""The engine: a dedicated thread that runs schedule -> forward -> sample -> emit.
+
+Everything that mutates scheduling state (the queues, the pool, the prefix
+cache, page tables) happens on the engine thread. Other threads talk to it
+through a command queue: `submit`, `abort` and `call` (run a function between
+steps, used by slot save/restore) only enqueue and wake the loop, so they are
+thread-safe without locks around the bookkeeping.
+
+The model side is injected (`runner.step(batch) -> logits`, a sampler with
+`new_state` / `sample`, a processor factory for per-sequence logit processors)
+so this module stays free of torch; logits pass through it untouched.
+
+A sequence finishes on EOS or a stop token id (unless ignore_eos), a stop
+string, `max_tokens`, or the context length (`max_model_len`). The terminal
+token id is reported but never detokenized into the text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from scheduler.batch_scheduler import BatchScheduler
+from scheduler.detokenizer import IncrementalDetokenizer
+from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent, TokenLogprob
+from scheduler.sampling_params import SamplingParams
+from scheduler.sequence import Sequence
+from scheduler.stop_strings import StopMatcher
+
+log = logging.getLogger("anchorage.engine")
+
+
+@dataclass
+class EngineRequest:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    slot_id: int | None = None
+
+
+@dataclass
+class EngineCounters:
+    requests_finished: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    steps: int = 0
+    step_errors: int = 0
+
+
+class _Live:
+    """Per-sequence companions that are not bookkeeping: stream, text, sampler state."""
+
+    def __init__(self, seq: Sequence, stream: RequestStream, detok, stops, state):
+        self.seq, self.stream, self.detok, self.stops, self.state = seq, stream, detok, stops, state
+
+
+class Engine:
+    def __init__(self, *, runner, sampler, tokenizer, scheduler: BatchScheduler, eos_ids, max_model_len: int,
+                 processor_factory=None):
+        self.runner, self.sampler, self.tokenizer = runner, sampler, tokenizer
+        self.scheduler = scheduler
+        self.eos_ids = frozenset(eos_ids)
+        self.max_model_len = max_model_len
+        self.processor_factory = processor_factory or (lambda seq: [])
+        self.counters = EngineCounters()
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._live: dict[int, _Live] = {}
+        self._by_request: dict[str, list[Sequence]] = {}
+        self._seq_ids = itertools.count()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.on_finish = []  # callbacks(seq) run on the engine thread (slots, metrics)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="anchorage-engine", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout)
+
+    # -- thread-safe API ----------------------------------------------------------------
+    def submit(self, request: EngineRequest) -> RequestStream:
+        stream = RequestStream(request.request_id, request.params.n)
+        self._commands.put(("submit", request, stream))
+        self._wake.set()
+        return stream
+
+    def abort(self, request_id: str) -> None:
+        self._commands.put(("abort", request_id, None))
+        self._wake.set()
+
+    def call(self, fn) -> Future:
+        """Run fn(engine) on the engine thread between steps; returns a Future of its result."""
+        fut: Future = Future()
+        self._commands.put(("call", fn, fut))
+        self._wake.set()
+        return fut
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    # -- engine thread ------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._drain_commands()
+            if not self.scheduler.has_work():
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            try:
+                self.step()
+            except Exception:  # a bug or OOM must not kill the server: fail what ran, go on
+                self.counters.step_errors += 1
+                log.error("engine step failed:\n%s", traceback.format_exc())
+                self._fail_all("internal error in the engine step; see server log")
+        self._fail_all("server shutting down")
+
+    def _drain_commands(self) -> None:
+        while True:
+            try:
+                kind, a, b = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "submit":
+                self._add(a, b)
+            elif kind == "abort":
+                self._abort(a)
+            elif kind == "call":
+                if b.set_running_or_notify_cancel():
+                    try:
+                        b.set_result(a(self))
+                    except BaseException as exc:  # handed to the caller, not raised here
+                        b.set_exception(exc)
+
+    def _add(self, req: EngineRequest, stream: RequestStream) -> None:
+        seqs, leader = [], None
+        for i in range(req.params.n):
+            seq = Sequence(next(self._seq_ids), req.request_id, i, list(req.prompt_ids), req.params,
+                           leader=leader, slot_id=req.slot_id)
+            leader = leader or seq
+            state = self.sampler.new_state(req.params, i, self.processor_factory(seq))
+            stops = StopMatcher(req.params.stop)
+            self._live[seq.seq_id] = _Live(seq, stream, IncrementalDetokenizer(self.tokenizer, seq.prompt_ids), stops, state)
+            self.scheduler.add(seq)
+            seqs.append(seq)
+        self._by_request[req.request_id] = seqs
+        self.counters.prompt_tokens += len(req.prompt_ids)
+
+    def _abort(self, request_id: str) -> None:
+        for seq in self._by_request.pop(request_id, []):
+            if not seq.finished:
+                self.scheduler.abort(seq)
+                self._emit_final(seq, "abort")
+
+    def _fail_all(self, message: str) -> None:
+        for seq_id, live in list(self._live.items()):
+            seq = live.seq
+            self.scheduler.abort(seq)
+            seq.finish_reason = "error"
+            self._emit_final(seq, "error", error=message)
+
+    def step(self) -> None:
+        decision = self.scheduler.schedule()
+        for seq in decision.starved:
+            log.warning("sequence %s cannot fit in the KV pool even alone; finishing it", seq.seq_id)
+            self._finish(seq, "length", [])
+        if decision.empty:
+            return
+        logits = self.runner.step(decision.batch)
+        self.scheduler.after_step(decision)
+        self.counters.steps += 1
+        sampling = [s for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
+        states = [self._live[s.seq_id].state for s in sampling]
+        results = self.sampler.sample(logits, states, [(s.prompt_ids, s.output_ids) for s in sampling])
+        for seq, res in zip(sampling, results):
+            self._accept(seq, res)
+
+    def _accept(self, seq: Sequence, res) -> None:
+        live = self._live[seq.seq_id]
+        p = seq.params
+        token = res.token
+        now = time.monotonic()
+        if seq.first_token_time is None:
+            seq.first_token_time = now
+        seq.output_ids.append(token)
+        self.counters.generation_tokens += 1
+        lp = [TokenLogprob(token, res.logprob, res.top or [])] if res.logprob is not None else []
+
+        terminal = (token in self.eos_ids and not p.ignore_eos) or token in p.stop_token_ids
+        reason = "stop" if terminal else None
+        text = ""
+        if not terminal:
+            text, hit = live.stops.feed(live.detok.add(token))
+            if hit:
+                reason = "stop"
+        if reason is None and (len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.max_model_len):
+            reason = "length"
+        self.scheduler.on_sampled(seq, token, reason is not None)
+        if reason is None:
+            live.stream.put(StreamEvent(seq.index, text, [token], lp))
+            return
+        if reason == "length" or (reason == "stop" and terminal):
+            text += live.stops.feed(live.detok.flush())[0] + live.stops.flush()
+        self._finish(seq, reason, lp, text=text, token=token, stop_token=token if terminal else None)
+
+    def _finish(self, seq: Sequence, reason: str, lp, text: str = "", token: int | None = None,
+                stop_token: int | None = None) -> None:
+        self.scheduler.finish(seq, reason)
+        for cb in self.on_finish:
+            cb(seq)
+        self._emit_final(seq, reason, text=text, token_ids=[token] if token is not None else [], lp=lp,
+                         stop_token=stop_token)
+
+    def _emit_final(self, seq, reason, text="", token_ids=(), lp=(), stop_token=None, error=None) -> None:
+        live = self._live.pop(seq.seq_id, None)
+        if live is None:
+            return
+        seq.finish_time = time.monotonic()
+        first = seq.first_token_time or seq.finish_time
+        stats = ChoiceStats(
+            prompt_tokens=len(seq.prompt_ids),
+            cached_tokens=max(0, seq.num_cached_prompt),
+            completion_tokens=len(seq.output_ids),
+            prompt_ms=(first - seq.arrival) * 1000.0,
+            predicted_ms=(seq.finish_time - first) * 1000.0,
+            preemptions=seq.preemptions,
+        )
+        live.stream.put(StreamEvent(seq.index, text, list(token_ids), list(lp), reason, stop_token, stats, error))
+        self.counters.requests_finished += seq.index == 0
+        group = self._by_request.get(seq.request_id)
+        if group is not None and all(s.finished for s in group):
+            del self._by_request[seq.request_id]

@@ -1,0 +1,119 @@
+"""Pages for sequences: grow, share from the cache, release, hand back.
+
+The pool (kv_pool.py) counts references; the prefix cache (prefix_cache.py)
+holds computed spans; this module moves pages between them and a sequence's
+page tables, and is the only place that does. Allocation evicts from the
+prefix cache when the free list is short -- window pressure first turns cached
+spans into tombstones, full pressure removes cached leaves -- so cached state
+is soft and never blocks a running sequence.
+
+Page tables: `full_pages[i]` backs positions `[i*page, (i+1)*page)` of the
+full-attention layers; `window_pages[i]` the same span of the windowed layers,
+or None once released (by a slide) or never needed (a cache hit far behind
+the window).
+"""
+
+from __future__ import annotations
+
+from scheduler.kv_pool import KVPool
+from scheduler.prefix_cache import Match, PrefixCache
+from scheduler.sequence import Sequence
+
+
+class PageAllocator:
+    def __init__(self, pool: KVPool, cache: PrefixCache):
+        self.pool, self.cache = pool, cache
+        self.page = pool.page_size
+        self.full = pool.group("full")
+        self.win = pool.group("window")
+
+    # -- sizing --------------------------------------------------------------------
+    def needs(self, seq: Sequence, new_end: int) -> dict[str, int]:
+        """New pages `seq` needs so its tables cover positions [0, new_end)."""
+        n_pages = -(-new_end // self.page)
+        out = {}
+        if self.full is not None:
+            out["full"] = max(0, n_pages - len(seq.full_pages))
+        if self.win is not None:
+            out["window"] = max(0, n_pages - len(seq.window_pages))
+        return out
+
+    def can_allocate(self, needs: dict[str, int]) -> bool:
+        for group, n in needs.items():
+            g = self.pool.groups[group]
+            if n > g.num_free and n > g.num_free + self.cache.reclaimable(group):
+                return False
+        return True
+
+    def _make_room(self, group: str, n: int) -> None:
+        g = self.pool.groups[group]
+        short = n - g.num_free
+        if short <= 0:
+            return
+        if group == "window":
+            self.cache.evict_windows(short)
+            short = n - g.num_free
+        if short > 0:
+            self.cache.evict_nodes(short)
+
+    def allocate(self, seq: Sequence, new_end: int) -> None:
+        """Extend the tables to cover [0, new_end). Callers checked can_allocate."""
+        needs = self.needs(seq, new_end)
+        for group, n in needs.items():
+            if n:
+                self._make_room(group, n)
+        if needs.get("full"):
+            seq.full_pages.extend(self.full.allocate(needs["full"]))
+        if needs.get("window"):
+            seq.window_pages.extend(self.win.allocate(needs["window"]))
+
+    # -- the prefix cache ------------------------------------------------------------
+    def adopt(self, seq: Sequence, match: Match) -> None:
+        """Start `seq` from a cached prefix: take references on the pages it reads."""
+        assert not seq.full_pages and not seq.window_pages and seq.num_computed == 0
+        for p in match.full_pages:
+            self.full.incref(p)
+        for p in match.window_pages:
+            if p is not None:
+                self.win.incref(p)
+        seq.full_pages = list(match.full_pages)
+        seq.window_pages = list(match.window_pages)
+        seq.num_computed = match.tokens
+        seq.locked_prefix = match.tokens
+        # Positions before the first live window page were never ours to hold.
+        live = [i for i, p in enumerate(seq.window_pages) if p is not None]
+        seq.released = (live[0] * self.page) if live else match.tokens if self.win else 0
+
+    def cache_prefix(self, seq: Sequence, upto: int) -> int:
+        """Put the full pages of seq.all_ids[:upto] into the prefix cache."""
+        n = (upto // self.page) * self.page
+        if n == 0:
+            return 0
+        return self.cache.insert(seq.all_ids[:n], seq.full_pages, seq.window_pages)
+
+    # -- giving back -------------------------------------------------------------------
+    def release_window(self, seq: Sequence, free_from: int, free_to: int) -> int:
+        """Drop our window pages for [free_from, free_to) (page aligned); returns pages freed."""
+        if self.win is None or free_to <= free_from:
+            return 0
+        released = 0
+        for i in range(free_from // self.page, min(free_to // self.page, len(seq.window_pages))):
+            p = seq.window_pages[i]
+            if p is not None:
+                self.win.decref(p)
+                seq.window_pages[i] = None
+                released += 1
+        seq.released = max(seq.released, free_to)
+        return released
+
+    def free(self, seq: Sequence) -> None:
+        """Drop every reference `seq` holds (finish, abort, preemption)."""
+        for p in seq.full_pages:
+            self.full.decref(p)
+        for p in seq.window_pages:
+            if p is not None:
+                self.win.decref(p)
+        seq.full_pages, seq.window_pages = [], []
+        seq.num_computed = 0
+        seq.released = 0
+        seq.locked_prefix = 0

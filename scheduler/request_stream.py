@@ -1,0 +1,93 @@
+"""What the engine sends back for a request, and the stream it travels on.
+
+The engine thread produces `StreamEvent`s; the consumer is usually an asyncio
+route handler, sometimes a plain thread (benchmarks, tests). `RequestStream`
+bridges both: when created inside a running event loop it delivers through
+`loop.call_soon_threadsafe` into an asyncio.Queue, otherwise through a
+thread-safe queue. Either way the engine thread never blocks on a consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TokenLogprob:
+    token: int
+    logprob: float
+    top: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass
+class ChoiceStats:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    prompt_ms: float
+    predicted_ms: float
+    preemptions: int
+
+
+@dataclass
+class StreamEvent:
+    index: int  # choice index
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
+    stop_token: int | None = None  # the EOS / stop id that ended the choice, if any
+    stats: ChoiceStats | None = None  # on the final event of a choice
+    error: str | None = None
+
+
+_DONE = object()
+
+
+class RequestStream:
+    def __init__(self, request_id: str, n: int):
+        self.request_id = request_id
+        self.n = n
+        self._open = n
+        try:
+            self._loop = asyncio.get_running_loop()
+            self._aq: asyncio.Queue | None = asyncio.Queue()
+            self._q = None
+        except RuntimeError:
+            self._loop, self._aq = None, None
+            self._q = queue.SimpleQueue()
+
+    # -- producer side (engine thread) -------------------------------------------
+    def put(self, event: StreamEvent) -> None:
+        items = [event]
+        if event.finish_reason is not None:
+            self._open -= 1
+            if self._open == 0:
+                items.append(_DONE)
+        for item in items:
+            if self._aq is not None:
+                self._loop.call_soon_threadsafe(self._aq.put_nowait, item)
+            else:
+                self._q.put(item)
+
+    # -- consumer side -------------------------------------------------------------
+    def __aiter__(self):
+        return self._aiter()
+
+    async def _aiter(self):
+        assert self._aq is not None, "stream was created outside an event loop; iterate it synchronously"
+        while True:
+            item = await self._aq.get()
+            if item is _DONE:
+                return
+            yield item
+
+    def __iter__(self):
+        assert self._q is not None, "stream was created inside an event loop; iterate it with async for"
+        while True:
+            item = self._q.get()
+            if item is _DONE:
+                return
+            yield item

@@ -1,0 +1,41 @@
+"""Stop strings matched on the text stream, across token boundaries.
+
+A stop string can end in the middle of a token and start tokens earlier, so
+matching happens on text, not ids. Text that could still be the beginning of a
+stop string is held back until it is disambiguated; when a stop string
+appears, everything from its first character on is discarded (OpenAI and
+vLLM exclude it from the output) and the sequence finishes with "stop".
+"""
+
+from __future__ import annotations
+
+
+class StopMatcher:
+    def __init__(self, stops: tuple[str, ...]):
+        self.stops = tuple(s for s in stops if s)
+        self.pending = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """Returns (text safe to emit now, whether a stop string was hit)."""
+        if not self.stops:
+            return text, False
+        self.pending += text
+        hits = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            cut = min(hits)
+            out, self.pending = self.pending[:cut], ""
+            return out, True
+        hold = 0
+        for s in self.stops:
+            # Longest suffix of pending that is a proper prefix of s.
+            for k in range(min(len(s) - 1, len(self.pending)), 0, -1):
+                if self.pending.endswith(s[:k]):
+                    hold = max(hold, k)
+                    break
+        out = self.pending[: len(self.pending) - hold]
+        self.pending = self.pending[len(self.pending) - hold:]
+        return out, False
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
