@@ -80,9 +80,12 @@ class PageGroup:
     def decref(self, page: int) -> None:
         if self._refs[page] <= 0:
             raise ValueError(f"{self.name}: decref of free page {page}")
+        if self._refs[page] == 1 and page in self._cached:
+            # Only cache_release may drop the cache's reference: a sequence's
+            # double free would otherwise recycle a page a cached node serves.
+            raise ValueError(f"{self.name}: decref would drop the cache's reference to page {page}")
         self._refs[page] -= 1
         if self._refs[page] == 0:
-            self._cached.discard(page)
             self._free.append(page)
 
     # -- the prefix cache's reference -------------------------------------------
