@@ -123,7 +123,8 @@ class ExceedContextSizeError(APIError):
     `code == "context_length_exceeded"`.
     """
 
-    def __init__(self, n_prompt_tokens: int, n_ctx: int, message: str | None = None):
+    def __init__(self, n_prompt_tokens: int, n_ctx: int, message: str | None = None,
+                 param: str | None = "messages"):
         message = message or (
             f"the request exceeds the available context size: {n_prompt_tokens} tokens "
             f"requested, but this model's maximum context length is {n_ctx} tokens"
@@ -132,7 +133,7 @@ class ExceedContextSizeError(APIError):
             400,
             message,
             "exceed_context_size_error",
-            param="messages",
+            param=param,
             code="context_length_exceeded",
             extra={"n_prompt_tokens": n_prompt_tokens, "n_ctx": n_ctx},
         )
@@ -170,10 +171,16 @@ def _type_for_status(status: int) -> str:
     return "server_error" if status >= 500 else "invalid_request_error"
 
 
+_LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
+
+
 def field_path(loc: Iterable[str | int]) -> str:
-    """`("body", "messages", 0, "role")` -> `messages.0.role`."""
+    """`("body", "messages", 0, "role")` -> `messages.0.role`.
+
+    FastAPI prefixes where a value came from; the client knows that already.
+    """
     parts = [str(p) for p in loc]
-    if parts and parts[0] == "body":
+    if parts and (parts[0] == "body" or (parts[0] in _LOCATIONS and len(parts) > 1)):
         parts = parts[1:]
     return ".".join(parts)
 

@@ -33,6 +33,10 @@ def client() -> TestClient:
     async def chat(body: ChatCompletionRequest) -> dict:
         return {"n_messages": len(body.messages)}
 
+    @app.get("/slots/{id_slot}")
+    async def slot(id_slot: int) -> dict:
+        return {"id": id_slot}
+
     @app.get("/raise/{kind}")
     async def raise_(kind: str) -> dict:
         errors = {
@@ -114,6 +118,12 @@ def test_the_reasoning_budget_range_error_uses_llama_cpps_wording_over_http(clie
     assert error["message"] == (
         "reasoning_budget_tokens must be between -1 <= value <= 2147483647, but got 2147483648"
     )
+
+
+def test_a_bad_path_parameter_is_named_without_fastapis_location_prefix(client):
+    error = assert_envelope(client.get("/slots/abc"), 400, "invalid_request_error")
+    assert error["param"] == "id_slot"
+    assert error["message"].startswith("id_slot: ")
 
 
 def test_several_errors_report_the_first_and_count_the_rest(client):

@@ -197,6 +197,21 @@ def test_a_full_agentic_chat_request_is_accepted_and_normalised():
     assert isinstance(req.tool_choice, NamedToolChoice)
 
 
+def test_tool_call_arguments_stay_the_clients_string_and_parse_on_demand():
+    def assistant(arguments):
+        req = ChatCompletionRequest.model_validate(msg(
+            role="assistant", tool_calls=[{"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]
+        ))
+        return req.messages[0].tool_calls[0].function
+
+    good = assistant('{"city": "Paris"}')
+    assert good.arguments == '{"city": "Paris"}'
+    assert good.arguments_object() == {"city": "Paris"}
+    truncated = assistant('{"city": "Par')  # a cut-off call echoed back is not a 400
+    assert truncated.arguments_object() is None
+    assert assistant("[1, 2]").arguments_object() is None
+
+
 def test_max_tokens_alone_is_the_effective_limit_and_absence_leaves_it_to_the_server():
     assert ChatCompletionRequest.model_validate(chat(max_tokens=7)).effective_max_tokens == 7
     assert ChatCompletionRequest.model_validate(chat()).effective_max_tokens is None
@@ -249,3 +264,35 @@ def test_the_opening_delta_carries_a_null_content_and_later_deltas_only_what_cha
     dumped = chunk.model_dump()
     assert dumped["choices"][0] == {"index": 0, "delta": {"content": "hi"}, "finish_reason": None, "logprobs": None}
     assert "usage" not in dumped
+
+
+def test_the_openai_sdk_parses_our_responses_and_chunks():
+    from openai.types import Completion as SdkCompletion
+    from openai.types.chat import ChatCompletion as SdkChat
+    from openai.types.chat import ChatCompletionChunk as SdkChunk
+
+    from server.protocol import Completion, CompletionChoice, ResponseFunction, ToolCall
+
+    message = ChatCompletionMessage(
+        content=None,
+        reasoning_content="thought",
+        tool_calls=[ToolCall(id="call_1", function=ResponseFunction(name="f", arguments="{}"))],
+    )
+    chat = SdkChat.model_validate(ChatCompletion(
+        model="m", choices=[ChatCompletionChoice(index=0, message=message, finish_reason="tool_calls")],
+        usage=Usage.of(5, 2, cached_tokens=4),
+    ).model_dump())
+    assert chat.choices[0].message.tool_calls[0].function.name == "f"
+    assert chat.usage.prompt_tokens_details.cached_tokens == 4
+    assert chat.choices[0].message.model_extra["reasoning_content"] == "thought"
+
+    chunk = SdkChunk.model_validate(ChatCompletionChunk(id="x", model="m", choices=[ChunkChoice(
+        index=0, delta=ChoiceDelta(tool_calls=[DeltaToolCall(
+            index=0, id="call_1", type="function", function=DeltaFunction(name="f", arguments=""))]),
+    )]).model_dump())
+    assert chunk.choices[0].delta.tool_calls[0].id == "call_1"
+
+    completion = SdkCompletion.model_validate(Completion(
+        model="m", choices=[CompletionChoice(index=0, text="hi", finish_reason="length")]
+    ).model_dump())
+    assert completion.choices[0].text == "hi"

@@ -25,6 +25,7 @@ Not for: rendering the prompt or converting to engine parameters.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from typing import Annotated, Any, ClassVar, Literal
@@ -99,6 +100,14 @@ class FunctionCall(WireModel):
                 {"kind": type(value).__name__},
             )
         return value
+
+    def arguments_object(self) -> dict[str, Any] | None:
+        """The arguments as a dict, for templates that `tojson` them; None if not an object."""
+        try:
+            value = json.loads(self.arguments)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
 
 
 class MessageToolCall(WireModel):
