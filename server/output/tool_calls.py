@@ -1,4 +1,4 @@
-"""Tool-call parsing: the shared types, the streaming machinery, the registry.
+"""Tool-call parsing: the shared types, the whole-text loop, the registry.
 
 A model's output (decoded with special tokens kept, so `<tool_call>`,
 `<|python_tag|>`, `[TOOL_CALLS]` appear literally) is content text with tool
@@ -39,9 +39,7 @@ import string
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from server.output.json_stream import JSON_WS
 
