@@ -91,6 +91,23 @@ class PageAllocator:
             return 0
         return self.cache.insert(seq.all_ids[:n], seq.full_pages, seq.window_pages)
 
+    def hold_cached(self, tokens: list[int]) -> Match:
+        """Take references on every cached page on the path of `tokens` (a slot's pin)."""
+        held = self.cache.path_pages(tokens)
+        for p in held.full_pages:
+            self.full.incref(p)
+        for p in held.window_pages:
+            if p is not None:
+                self.win.incref(p)
+        return held
+
+    def drop_hold(self, held: Match) -> None:
+        for p in held.full_pages:
+            self.full.decref(p)
+        for p in held.window_pages:
+            if p is not None:
+                self.win.decref(p)
+
     # -- giving back -------------------------------------------------------------------
     def release_window(self, seq: Sequence, free_from: int, free_to: int) -> int:
         """Drop our window pages for [free_from, free_to) (page aligned); returns pages freed."""

@@ -99,6 +99,16 @@ class PrefixCache:
             window = [n.window_page if i >= first_needed else None for i, n in enumerate(path[:k])]
         return Match(k * self.page, full, window)
 
+    def path_pages(self, tokens: list[int]) -> Match:
+        """Every cached page on the path of `tokens`, liveness aside (for pinning a slot)."""
+        path = self._walk(tokens, len(tokens) // self.page)
+        now = next(self._clock)
+        for n in path:
+            n.last_used = now
+        full = [n.full_page for n in path] if self.full else []
+        window = [n.window_page for n in path] if self.win is not None else []
+        return Match(len(path) * self.page, full, window)
+
     # -- insertion ---------------------------------------------------------------
     def insert(self, tokens: list[int], full_pages: list[int], window_pages: list[int | None]) -> int:
         """Cache the first len(tokens) // page pages. Returns the number of new nodes.

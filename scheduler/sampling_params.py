@@ -42,6 +42,9 @@ class SamplingParams:
     # sequence from it (a plan is shared by n > 1 choices, a machine is not).
     # Typed loosely to keep this module free of model-side imports.
     reasoning_budget: Any = None
+    # tool_choice "required" / a named function: (tokens to force, tokens to
+    # wait for first -- the reasoning closer when the prompt opened a thought).
+    forced_tool_call: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     @property
     def greedy(self) -> bool:
