@@ -56,6 +56,11 @@ class PageAllocator:
         if short > 0:
             self.cache.evict_nodes(short)
 
+    def allocate_pages(self, group: str, n: int) -> list[int]:
+        """n fresh pages of one group, evicting cached ones if needed (callers checked can_allocate)."""
+        self._make_room(group, n)
+        return self.pool.groups[group].allocate(n)
+
     def allocate(self, seq: Sequence, new_end: int) -> None:
         """Extend the tables to cover [0, new_end). Callers checked can_allocate."""
         needs = self.needs(seq, new_end)
