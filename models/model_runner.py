@@ -39,9 +39,14 @@ class ModelRunner:
             self.kv.append((torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)))
         self.groups_present = {GROUP_OF[t] for t in spec.layer_types}
 
-    def kv_bytes_per_token(self, group: str) -> int:
-        layers = sum(1 for t in self.spec.layer_types if GROUP_OF[t] == group)
-        return 2 * layers * self.spec.num_kv_heads * self.spec.head_dim * self.kv[0][0].element_size()
+    @property
+    def layer_groups(self) -> list[str]:
+        """The pool group ("full" / "window") each layer's KV lives in."""
+        return [GROUP_OF[t] for t in self.spec.layer_types]
+
+    @property
+    def kv_dtype_name(self) -> str:
+        return {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[self.dtype]
 
     @torch.inference_mode()
     def step(self, batch: ForwardBatch) -> torch.Tensor:
@@ -103,6 +108,9 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def _from_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    # Slot payloads are views into a file buffer: possibly unaligned or
+    # read-only. np.require copies only when torch could not use them as is.
+    a = np.require(a, requirements=["C", "A", "W"])
     if dtype == torch.bfloat16:
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype)
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(a).to(dtype)

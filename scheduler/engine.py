@@ -76,7 +76,7 @@ class Engine:
         self._seq_ids = itertools.count()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.on_finish = []  # callbacks(seq) run on the engine thread (slots, metrics)
+        self.on_end = []  # callbacks(seq) on the engine thread when a sequence ends, however
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -222,8 +222,6 @@ class Engine:
     def _finish(self, seq: Sequence, reason: str, lp, text: str = "", token: int | None = None,
                 stop_token: int | None = None) -> None:
         self.scheduler.finish(seq, reason)
-        for cb in self.on_finish:
-            cb(seq)
         self._emit_final(seq, reason, text=text, token_ids=[token] if token is not None else [], lp=lp,
                          stop_token=stop_token)
 
@@ -231,6 +229,8 @@ class Engine:
         live = self._live.pop(seq.seq_id, None)
         if live is None:
             return
+        for cb in self.on_end:
+            cb(seq)
         seq.finish_time = time.monotonic()
         first = seq.first_token_time or seq.finish_time
         stats = ChoiceStats(

@@ -1,0 +1,82 @@
+"""Render a chat request into the prompt the checkpoint expects.
+
+The checkpoint's own chat template does the rendering (through the tokenizer's
+`apply_chat_template`), with the request's tools and `chat_template_kwargs`
+(e.g. `enable_thinking`): every family's quirks live in its template, not
+here. Tool-call arguments arrive as JSON strings and are handed to the
+template as objects when they parse, since templates `tojson` them; a string
+that does not parse is passed through unchanged.
+
+The result also says whether the rendered prompt left a thought open
+(`...assistant\\n<think>\\n`), which both the reasoning-budget plan and the
+output parser need.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from models.reasoning_plan import prompt_opens_reasoning
+from server.errors import InvalidRequestError
+from server.protocol import ChatCompletionRequest
+
+
+@dataclass
+class RenderedPrompt:
+    text: str
+    token_ids: list[int]
+    reasoning_open: bool  # the prompt ends inside an open thought
+    tools_offered: bool
+
+
+def _arguments(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+    out = []
+    for m in req.messages:
+        msg: dict[str, Any] = {"role": m.role, "content": m.content if m.content is not None else ""}
+        if m.name is not None:
+            msg["name"] = m.name
+        if m.tool_call_id is not None:
+            msg["tool_call_id"] = m.tool_call_id
+        if m.reasoning_content:
+            msg["reasoning_content"] = m.reasoning_content
+        if m.tool_calls:
+            msg["tool_calls"] = [
+                {"id": tc.id, "type": "function",
+                 "function": {"name": tc.function.name, "arguments": _arguments(tc.function.arguments)}}
+                for tc in m.tool_calls
+            ]
+        out.append(msg)
+    return out
+
+
+def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPrompt:
+    if not getattr(tokenizer, "chat_template", None):
+        raise InvalidRequestError(
+            "this checkpoint has no chat template, so /v1/chat/completions cannot render messages; "
+            "use /v1/completions with a raw prompt", param="messages")
+    offer_tools = bool(req.tools) and req.tool_choice != "none"
+    tools = [t.model_dump(exclude_none=True) for t in req.tools] if offer_tools else None
+    kwargs = dict(req.chat_template_kwargs or {})
+    for reserved in ("messages", "tools", "add_generation_prompt", "tokenize"):
+        if reserved in kwargs:
+            raise InvalidRequestError(f"chat_template_kwargs may not set {reserved!r}", param=f"chat_template_kwargs.{reserved}")
+    try:
+        text = tokenizer.apply_chat_template(
+            template_messages(req), tools=tools, add_generation_prompt=True, tokenize=False, **kwargs
+        )
+    except Exception as exc:  # jinja raises anything, e.g. raise_exception() in a template
+        raise InvalidRequestError(f"the chat template refused these messages: {exc}", param="messages") from None
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    opened = False
+    if reasoning is not None and reasoning.kind == "markers":
+        opened = prompt_opens_reasoning(text, reasoning.start, reasoning.end)
+    return RenderedPrompt(text, ids, opened, offer_tools)

@@ -1,0 +1,120 @@
+"""`to_sampling_params`: the ONE place where wire types become engine types.
+
+Everything a route validated (pydantic, server/protocol) is turned here into a
+frozen `SamplingParams`: defaults filled (the checkpoint's
+generation_config.json first, as vLLM does, then OpenAI's), the reasoning
+budget resolved against the tokenizer and the rendered prompt (seed 001: a
+budget is *requested* until this seam makes it a plan), `tool_choice` turned
+into a forced call prefix, and checks that need the model (token ids within
+the vocabulary, the prompt within the context) raised as typed API errors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
+from scheduler.sampling_params import SamplingParams
+from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
+
+# Call prefixes per tool-call format: (opener only, opener + named function).
+_CALL_PREFIX = {
+    "hermes": ("<tool_call>\n", '<tool_call>\n{{"name": "{name}", "arguments": '),
+    "llama3_json": ('{"name": "', '{{"name": "{name}", "parameters": '),
+    "mistral": ("[TOOL_CALLS]", '[TOOL_CALLS][{{"name": "{name}", "arguments": '),
+}
+
+
+def generation_defaults(model_dir: Path) -> dict:
+    path = Path(model_dir) / "generation_config.json"
+    try:
+        cfg = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+    keys = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+    out = {k: cfg[k] for k in keys if isinstance(cfg.get(k), int | float)}
+    if cfg.get("do_sample") is False:
+        out["temperature"] = 0.0
+    return out
+
+
+def check_context(n_prompt: int, n_ctx: int) -> None:
+    if n_prompt >= n_ctx:
+        raise ExceedContextSizeError(n_prompt, n_ctx)
+
+
+def _budget_plan(req, state, prompt_text: str):
+    info, s = state.info, state.settings
+    budget = effective_budget(req.reasoning_budget_tokens, s.reasoning_budget)
+    if budget != -1:
+        why = unsupported_reason(info.reasoning)
+        if why:
+            raise NotSupportedError(why, param="reasoning_budget_tokens")
+    encode = lambda text: state.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    opener = info.family.tool_call_opener if info.family else None
+    try:
+        return resolve_plan(budget, info.reasoning, prompt_text, encode, s.reasoning_budget_message, opener)
+    except UnsupportedReasoningBudget as exc:
+        raise NotSupportedError(str(exc), param="reasoning_budget_tokens") from None
+
+
+def _forced_tool_call(req, state, reasoning_open: bool):
+    choice = getattr(req, "tool_choice", None)
+    if choice is None or choice in ("auto", "none") or not req.tools:
+        return None
+    info = state.info
+    fmt = info.family.tool_call_format if info.family else None
+    if fmt not in _CALL_PREFIX:
+        raise NotSupportedError(
+            f"tool_choice {choice if isinstance(choice, str) else 'with a named function'} needs a known "
+            f"tool-call format, and this checkpoint's family ({info.spec.model_type}) has none", param="tool_choice")
+    bare, named = _CALL_PREFIX[fmt]
+    text = bare if isinstance(choice, str) else named.format(name=choice.function.name)
+    wait: tuple[int, ...] = ()
+    if reasoning_open and info.reasoning is not None and info.reasoning.end:
+        wait = tuple(state.tokenizer.encode(info.reasoning.end, add_special_tokens=False))
+        text = "\n\n" + text  # the templates' separator after a closed thought
+    return tuple(state.tokenizer.encode(text, add_special_tokens=False)), wait
+
+
+def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,
+                       reasoning_open: bool = False) -> SamplingParams:
+    info = state.info
+    n_ctx = info.max_model_len
+    check_context(len(prompt_ids), n_ctx)
+    vocab = info.spec.vocab_size
+    for i, tok in enumerate(prompt_ids):
+        if tok >= vocab:
+            raise InvalidRequestError(f"prompt token id {tok} is outside the vocabulary (size {vocab})", param=f"prompt.{i}")
+    for tok in req.logit_bias or {}:
+        if tok >= vocab:
+            raise InvalidRequestError(f"logit_bias names token id {tok}, outside the vocabulary (size {vocab})",
+                                      param=f"logit_bias.{tok}")
+    for tok in req.stop_token_ids or ():
+        if tok >= vocab:
+            raise InvalidRequestError(f"stop_token_ids names token id {tok}, outside the vocabulary (size {vocab})",
+                                      param="stop_token_ids")
+
+    d = info.generation_defaults
+    max_tokens = getattr(req, "effective_max_tokens", None) or req.max_tokens or (n_ctx - len(prompt_ids))
+    top_k = req.top_k if req.top_k is not None else d.get("top_k", 0)
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=req.temperature if req.temperature is not None else d.get("temperature", 1.0),
+        top_p=req.top_p if req.top_p is not None else d.get("top_p", 1.0),
+        top_k=max(0, top_k),
+        min_p=req.min_p if req.min_p is not None else d.get("min_p", 0.0),
+        repetition_penalty=req.repetition_penalty if req.repetition_penalty is not None else d.get("repetition_penalty", 1.0),
+        presence_penalty=req.presence_penalty or 0.0,
+        frequency_penalty=req.frequency_penalty or 0.0,
+        seed=req.seed,
+        stop=tuple(req.stop or ()),
+        stop_token_ids=tuple(req.stop_token_ids or ()),
+        ignore_eos=req.ignore_eos,
+        logit_bias=tuple(sorted((req.logit_bias or {}).items())),
+        logprobs=logprobs,
+        n=req.n,
+        reasoning_budget=_budget_plan(req, state, prompt_text),
+        forced_tool_call=_forced_tool_call(req, state, reasoning_open),
+    )

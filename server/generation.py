@@ -1,0 +1,128 @@
+"""What the completion routes share: submit to the engine, collect, account.
+
+- `submit` hands a prompt and params to the engine under a fresh request id.
+- `collect` gathers a non-streamed request's events per choice while watching
+  the client: a client that goes away aborts its request, so its pages come
+  back at once instead of decoding for nobody.
+- `usage_of` / `timings_of` turn the engine's per-choice stats into OpenAI's
+  `usage` (with cached prompt tokens) and llama.cpp's `timings`.
+- `chat_logprobs` / `completion_logprobs` shape token logprobs for each API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+
+from scheduler.engine import EngineRequest
+from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent
+from server.errors import NotFoundError, ServerError
+from server.protocol import Timings, Usage
+
+
+def check_model(requested: str | None, state) -> None:
+    name = state.info.served_model_name
+    if requested is not None and requested != name:
+        raise NotFoundError(f"model {requested!r} does not exist; this server serves {name!r}", param="model")
+
+
+def submit(state, prompt_ids: list[int], params, id_slot: int | None = None) -> RequestStream:
+    """Enqueue a request, in the named slot (or the idle one sharing the longest prefix)."""
+    n_slots = state.settings.parallel
+    if id_slot is not None and id_slot >= n_slots:
+        raise NotFoundError(f"slot {id_slot} does not exist; this server has {n_slots} slots (--parallel)",
+                            param="id_slot")
+    slot_id = state.slots.acquire(id_slot, prompt_ids)
+    rid = "req-" + secrets.token_hex(8)
+    return state.engine.submit(EngineRequest(rid, list(prompt_ids), params, slot_id))
+
+
+@dataclass
+class ChoiceResult:
+    index: int
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list = field(default_factory=list)
+    finish_reason: str | None = None
+    stats: ChoiceStats | None = None
+    error: str | None = None
+
+    def add(self, ev: StreamEvent) -> None:
+        self.text += ev.text
+        self.token_ids.extend(ev.token_ids)
+        self.logprobs.extend(ev.logprobs)
+        if ev.finish_reason is not None:
+            self.finish_reason, self.stats, self.error = ev.finish_reason, ev.stats, ev.error
+
+
+def raise_if_failed(ev_or_choice) -> None:
+    if getattr(ev_or_choice, "finish_reason", None) == "error":
+        raise ServerError(f"generation failed: {ev_or_choice.error or 'engine error'}")
+
+
+async def collect(stream: RequestStream, http_request, engine, n: int) -> list[ChoiceResult]:
+    choices = [ChoiceResult(i) for i in range(n)]
+
+    async def consume():
+        async for ev in stream:
+            choices[ev.index].add(ev)
+
+    task = asyncio.create_task(consume())
+    try:
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=0.5)
+            if not done and await http_request.is_disconnected():
+                engine.abort(stream.request_id)
+        task.result()
+    finally:
+        if not task.done():
+            engine.abort(stream.request_id)
+            task.cancel()
+    for c in choices:
+        raise_if_failed(c)
+    return choices
+
+
+def usage_of(prompt_tokens: int, choices: list[ChoiceResult]) -> Usage:
+    cached = choices[0].stats.cached_tokens if choices and choices[0].stats else 0
+    return Usage.of(prompt_tokens, sum(len(c.token_ids) for c in choices), cached)
+
+
+def timings_of(stats: ChoiceStats | None) -> Timings | None:
+    if stats is None:
+        return None
+    return Timings.of(stats.cached_tokens, stats.prompt_tokens - stats.cached_tokens, stats.prompt_ms,
+                      stats.completion_tokens, stats.predicted_ms)
+
+
+def _piece(state, token: int) -> str:
+    return state.tokenizer.decode([token], skip_special_tokens=False)
+
+
+def chat_logprobs(state, entries) -> dict | None:
+    if not entries:
+        return None
+    tb = state.token_bytes
+    content = []
+    for e in entries:
+        content.append({
+            "token": _piece(state, e.token), "logprob": e.logprob, "bytes": list(tb(e.token)),
+            "top_logprobs": [{"token": _piece(state, t), "logprob": lp, "bytes": list(tb(t))} for t, lp in e.top],
+        })
+    return {"content": content}
+
+
+def completion_logprobs(state, entries, text_start: int = 0) -> dict | None:
+    if not entries:
+        return None
+    tokens, lps, tops, offsets = [], [], [], []
+    offset = text_start
+    for e in entries:
+        piece = _piece(state, e.token)
+        tokens.append(piece)
+        lps.append(e.logprob)
+        tops.append({_piece(state, t): lp for t, lp in e.top} if e.top else None)
+        offsets.append(offset)
+        offset += len(piece)
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}

@@ -1,0 +1,135 @@
+"""POST /v1/chat/completions: render, validate, generate, parse, answer or stream.
+
+The flow is the design's: the request is already validated (pydantic); the
+checkpoint's template renders it; `to_sampling_params` is the one seam to
+engine types; the engine streams tokens back; the family's parsers split
+reasoning from content and read tool calls. Whole responses and streams are
+built from the same parse, so they agree (the parser module tests that).
+A streaming client that disconnects aborts its request (Starlette cancels
+the body iterator; `finally` tells the engine).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from server.chat_prompt import render_chat
+from server.engine_params import to_sampling_params
+from server.errors import APIError
+from server.generation import (
+    chat_logprobs,
+    check_model,
+    collect,
+    raise_if_failed,
+    submit,
+    timings_of,
+    usage_of,
+)
+from server.output import StreamingOutputParser, delta_dict, parse_output
+from server.protocol import (
+    ChatCompletion,
+    ChatCompletionChoice,
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    ChatCompletionRequest,
+    ChunkChoice,
+    Usage,
+    new_chat_id,
+)
+from server.sse import DONE, event
+
+router = APIRouter()
+
+
+def _finish_reason(engine_reason: str | None, has_calls: bool) -> str | None:
+    if engine_reason == "stop" and has_calls:
+        return "tool_calls"
+    return engine_reason if engine_reason in ("stop", "length") else "stop"
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(req: ChatCompletionRequest, http_request: Request):
+    state = http_request.app.state.server
+    state.require_ready()
+    check_model(req.model, state)
+    info = state.info
+    prompt = render_chat(req, state.tokenizer, info.reasoning)
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    params = to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
+                                reasoning_open=prompt.reasoning_open)
+    tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
+    stream = submit(state, prompt.token_ids, params, req.id_slot)
+    if req.stream:
+        return StreamingResponse(
+            _stream(state, req, stream, prompt, tool_format),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    choices = await collect(stream, http_request, state.engine, req.n)
+    out = []
+    for c in choices:
+        parsed = parse_output(c.text, info.reasoning, tool_format, prompt.reasoning_open)
+        msg = ChatCompletionMessage(
+            content=parsed.content if (parsed.content or not parsed.tool_calls) else None,
+            reasoning_content=parsed.reasoning or None,
+            tool_calls=parsed.tool_calls_payload() or None,
+        )
+        out.append(ChatCompletionChoice(
+            index=c.index, message=msg, finish_reason=_finish_reason(c.finish_reason, bool(parsed.tool_calls)),
+            logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
+            token_ids=c.token_ids if req.return_token_ids else None,
+        ))
+    return ChatCompletion(
+        model=info.served_model_name, choices=out, usage=usage_of(len(prompt.token_ids), choices),
+        timings=timings_of(choices[0].stats),
+        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+    ).model_dump(mode="json")
+
+
+async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format):
+    info = state.info
+    cid, model = new_chat_id(), info.served_model_name
+    parsers = [StreamingOutputParser(info.reasoning, tool_format, prompt.reasoning_open) for _ in range(req.n)]
+    completion_tokens, stats0 = 0, None
+
+    def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
+        return event(ChatCompletionChunk(id=cid, model=model, choices=[ChunkChoice(
+            index=index, delta=delta, finish_reason=finish, logprobs=logprobs, token_ids=token_ids)], **extra))
+
+    try:
+        for i in range(req.n):
+            yield chunk(i, {"role": "assistant", "content": None},
+                        **({"prompt_token_ids": prompt.token_ids} if req.return_token_ids and i == 0 else {}))
+        async for ev in stream:
+            raise_if_failed(ev)
+            completion_tokens += len(ev.token_ids)
+            parser = parsers[ev.index]
+            deltas = parser.feed(ev.text)
+            if ev.finish_reason is not None:
+                deltas += parser.finish()
+            lp = chat_logprobs(state, ev.logprobs) if req.logprobs else None
+            ids = ev.token_ids if req.return_token_ids else None
+            extras_pending = lp is not None or ids is not None
+            for d in deltas:
+                yield chunk(ev.index, delta_dict(d), logprobs=lp, token_ids=ids)
+                lp, ids, extras_pending = None, None, False
+            if extras_pending and ev.finish_reason is None:
+                yield chunk(ev.index, {}, logprobs=lp, token_ids=ids)
+                lp, ids = None, None
+            if ev.finish_reason is not None:
+                if ev.index == 0:
+                    stats0 = ev.stats
+                reason = _finish_reason(ev.finish_reason, parser.has_tool_calls)
+                yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
+        if req.stream_options and req.stream_options.include_usage:
+            cached = stats0.cached_tokens if stats0 else 0
+            usage = Usage.of(len(prompt.token_ids), completion_tokens, cached)
+            yield event(ChatCompletionChunk(id=cid, model=model, choices=[], usage=usage))
+        yield DONE
+    except APIError as exc:  # headers are gone: report in-band, as llama.cpp does
+        yield event(exc.body())
+    finally:
+        # Normal end: the request is already finished and this is a no-op.
+        # Client gone (the iterator is cancelled): the engine frees its pages.
+        state.engine.abort(stream.request_id)

@@ -1,0 +1,76 @@
+"""POST /v1/completions: a raw prompt (text or token ids) continued as text.
+
+No chat template and no output parsing: the text is the model's, minus any
+stop string. The prompt may be token ids (vLLM and llama.cpp accept them), so
+an agent that keeps the ids a previous response returned (`return_token_ids`)
+can send them back and hit the prefix cache exactly.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from server.engine_params import to_sampling_params
+from server.errors import APIError
+from server.generation import check_model, collect, completion_logprobs, raise_if_failed, submit, timings_of, usage_of
+from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
+from server.sse import DONE, event
+
+router = APIRouter()
+
+
+def _prompt(req: CompletionRequest, tokenizer) -> tuple[str, list[int]]:
+    if isinstance(req.prompt, str):
+        return req.prompt, tokenizer.encode(req.prompt, add_special_tokens=True)
+    return tokenizer.decode(req.prompt, skip_special_tokens=False), list(req.prompt)
+
+
+@router.post("/v1/completions")
+async def completions(req: CompletionRequest, http_request: Request):
+    state = http_request.app.state.server
+    state.require_ready()
+    check_model(req.model, state)
+    text, ids = _prompt(req, state.tokenizer)
+    params = to_sampling_params(req, state, text, ids, logprobs=req.logprobs)
+    stream = submit(state, ids, params, req.id_slot)
+    if req.stream:
+        return StreamingResponse(_stream(state, req, stream, ids), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    choices = await collect(stream, http_request, state.engine, req.n)
+    out = [CompletionChoice(
+        index=c.index, text=c.text, finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
+        logprobs=completion_logprobs(state, c.logprobs) if req.logprobs is not None else None,
+        token_ids=c.token_ids if req.return_token_ids else None,
+        prompt_token_ids=ids if req.return_token_ids else None,
+    ) for c in choices]
+    return Completion(model=state.info.served_model_name, choices=out, usage=usage_of(len(ids), choices),
+                      timings=timings_of(choices[0].stats)).model_dump(mode="json")
+
+
+async def _stream(state, req: CompletionRequest, stream, prompt_ids):
+    cid, model = new_completion_id(), state.info.served_model_name
+    offsets = [0] * req.n
+    completion_tokens, stats0 = 0, None
+    try:
+        async for ev in stream:
+            raise_if_failed(ev)
+            completion_tokens += len(ev.token_ids)
+            lp = completion_logprobs(state, ev.logprobs, offsets[ev.index]) if req.logprobs is not None else None
+            offsets[ev.index] += len(ev.text)
+            reason = None
+            if ev.finish_reason is not None:
+                reason = ev.finish_reason if ev.finish_reason in ("stop", "length") else "stop"
+                stats0 = ev.stats if ev.index == 0 else stats0
+            choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
+                                      token_ids=ev.token_ids if req.return_token_ids else None)
+            yield event(CompletionChunk(id=cid, model=model, choices=[choice],
+                                        timings=timings_of(ev.stats) if reason else None))
+        if req.stream_options and req.stream_options.include_usage:
+            usage = Usage.of(len(prompt_ids), completion_tokens, stats0.cached_tokens if stats0 else 0)
+            yield event(CompletionChunk(id=cid, model=model, choices=[], usage=usage))
+        yield DONE
+    except APIError as exc:
+        yield event(exc.body())
+    finally:
+        state.engine.abort(stream.request_id)

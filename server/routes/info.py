@@ -1,0 +1,106 @@
+"""The small routes: health, models, props, tokenize, detokenize, metrics.
+
+`/health` answers 503 while the model loads and 200 once it serves (llama.cpp
+and load balancers expect exactly that). `/v1/models` and `/health` are the
+public pair that needs no API key.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from server.errors import InvalidRequestError
+from server.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse, TokenPiece
+
+router = APIRouter()
+STARTED = int(time.time())
+
+
+def _state(request: Request):
+    return request.app.state.server
+
+
+@router.get("/health")
+@router.get("/v1/health")
+async def health(request: Request):
+    state = _state(request)
+    if state.status == "ready":
+        return {"status": "ok"}
+    body = {"error": {"message": "the model is still loading" if state.status == "loading"
+                      else f"the model failed to load: {state.error}",
+                      "type": "unavailable_error", "param": None, "code": None}}
+    return JSONResponse(body, status_code=503)
+
+
+@router.get("/v1/models")
+async def models(request: Request):
+    state = _state(request)
+    state.require_ready()
+    info = state.info
+    return {"object": "list", "data": [{
+        "id": info.served_model_name, "object": "model", "created": STARTED, "owned_by": "anchorage",
+        "max_model_len": info.max_model_len,
+        "meta": {"architecture": info.spec.architecture, "n_ctx_train": info.spec.max_position_embeddings,
+                 "n_vocab": info.spec.vocab_size},
+    }]}
+
+
+@router.get("/props")
+async def props(request: Request):
+    state = _state(request)
+    state.require_ready()
+    info, s = state.info, state.settings
+    return {
+        "model_path": str(info.model_dir),
+        "model_alias": info.served_model_name,
+        "total_slots": s.parallel,
+        "chat_template": info.chat_template or "",
+        "n_ctx": info.max_model_len,
+        "build_info": "anchorage",
+        "default_generation_settings": {"n_ctx": info.max_model_len, "params": info.generation_defaults},
+        "reasoning_format": info.reasoning.name if info.reasoning else None,
+        "reasoning_budget": s.reasoning_budget,
+        "tool_call_format": info.family.tool_call_format if info.family else None,
+        "anchors": {"enabled": s.anchors, "token": info.anchor_token, "description": info.anchor_line},
+        "kv_pool": {"page_size": info.page_size, "pages": info.pages,
+                    "sliding_window": info.spec.sliding_window},
+    }
+
+
+@router.post("/tokenize")
+async def tokenize(req: TokenizeRequest, request: Request):
+    state = _state(request)
+    state.require_ready()
+    tok = state.tokenizer
+    ids = tok.encode(req.content, add_special_tokens=req.add_special, split_special_tokens=not req.parse_special)
+    if not req.with_pieces:
+        return TokenizeResponse(tokens=ids).model_dump(mode="json")
+    pieces = []
+    for i in ids:
+        raw = state.token_bytes(i)
+        try:
+            piece: str | list[int] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            piece = list(raw)
+        pieces.append(TokenPiece(id=i, piece=piece))
+    return TokenizeResponse(tokens=pieces).model_dump(mode="json")
+
+
+@router.post("/detokenize")
+async def detokenize(req: DetokenizeRequest, request: Request):
+    state = _state(request)
+    state.require_ready()
+    vocab = state.info.spec.vocab_size
+    for i, t in enumerate(req.tokens):
+        if t >= vocab:
+            raise InvalidRequestError(f"token id {t} is outside the vocabulary (size {vocab})", param=f"tokens.{i}")
+    text = state.tokenizer.decode(req.tokens, skip_special_tokens=False)
+    return DetokenizeResponse(content=text).model_dump()
+
+
+@router.get("/metrics")
+async def metrics(request: Request):
+    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

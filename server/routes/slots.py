@@ -1,0 +1,139 @@
+"""llama.cpp's slot routes: GET /slots, POST /slots/{id}?action=save|restore|erase.
+
+Shape and field names follow llama.cpp (facts.md section 1) because clients
+already speak it; where llama.cpp answers badly we answer better: a missing
+body is a 400 naming `filename` (not a 500), an out-of-range id is a 404
+(not wrapped modulo the slot count), a failed write is an error (never a 200
+with `n_written: 0`), and a refused restore says which check failed.
+
+An action on a busy slot waits for it up to SLOT_WAIT_SECONDS, then answers
+409. Admin actions need `--slot-save-path` (501 without, naming the flag) and
+the admin key (`--admin-api-key`, else `--api-key`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from fastapi import APIRouter, Request
+
+from server.auth import check_admin_key
+from server.errors import APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
+from slots.filenames import InvalidSlotFilename, resolve_slot_path
+from slots.fslot import SlotFormatError
+from slots.identity import IdentityMismatch
+from slots.slot_io import RestoreError, install, read_file, snapshot, write_file
+from slots.slot_table import SlotBusy
+
+router = APIRouter()
+SLOT_WAIT_SECONDS = 30.0
+
+
+@router.get("/slots")
+async def list_slots(request: Request, fail_on_no_slot: int = 0):
+    state = request.app.state.server
+    state.require_ready()
+    slots = state.slots.describe()
+    if fail_on_no_slot and all(s["is_processing"] for s in slots):
+        raise UnavailableError("no slot available")
+    return slots
+
+
+def _slot_id(raw: str, n: int) -> int:
+    try:
+        slot_id = int(raw)
+    except ValueError:
+        raise InvalidRequestError(f"Invalid slot ID {raw!r}: not an integer", param="id_slot") from None
+    if slot_id < 0:
+        raise InvalidRequestError(f"Invalid slot ID {slot_id}: negative", param="id_slot")
+    if slot_id >= n:
+        raise NotFoundError(f"slot {slot_id} does not exist; this server has {n} slots (--parallel)", param="id_slot")
+    return slot_id
+
+
+async def _filename(request: Request) -> str:
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw else None
+    except json.JSONDecodeError as exc:
+        raise InvalidRequestError(f"could not parse JSON body: {exc.msg}") from None
+    if not isinstance(body, dict) or "filename" not in body:
+        raise InvalidRequestError("this action needs a JSON body with a `filename`", param="filename")
+    if not isinstance(body["filename"], str):
+        raise InvalidRequestError("`filename` must be a string", param="filename")
+    return body["filename"]
+
+
+@router.post("/slots/{slot_id}")
+async def slot_action(slot_id: str, request: Request, action: str | None = None):
+    state = request.app.state.server
+    s = state.settings
+    check_admin_key(request, s.admin_api_key, s.api_key)
+    state.require_ready()
+    sid = _slot_id(slot_id, s.parallel)
+    if action not in ("save", "restore", "erase"):
+        raise InvalidRequestError(f"unknown action {action!r}: use ?action=save, restore or erase", param="action")
+    if s.slot_save_path is None:
+        raise NotSupportedError("slot actions are disabled: start the server with --slot-save-path DIR",
+                                param="action")
+    path = None
+    if action != "erase":
+        try:
+            path = resolve_slot_path(s.slot_save_path, await _filename(request))
+        except InvalidSlotFilename as exc:
+            raise InvalidRequestError(f"invalid filename: {exc}", param="filename") from None
+    try:
+        slot = await asyncio.to_thread(state.slots.claim_idle, sid, SLOT_WAIT_SECONDS)
+    except SlotBusy as exc:
+        raise ConflictError(str(exc), param="id_slot") from None
+    try:
+        if action == "save":
+            return await _save(state, slot, path)
+        if action == "restore":
+            return await _restore(state, slot, path)
+        n = await asyncio.wrap_future(state.engine.call(lambda _: state.slots.unpin(slot)))
+        return {"id_slot": sid, "n_erased": n}
+    finally:
+        state.slots.release(slot)
+
+
+async def _save(state, slot, path):
+    t0 = time.perf_counter()
+    page = state.info.page_size
+    payload = await asyncio.wrap_future(state.engine.call(lambda _: snapshot(slot, state.runner, page)))
+    if payload is None:
+        raise InvalidRequestError(f"slot {slot.id} holds no cached tokens; run a request in it first", param="id_slot")
+    try:
+        written = await asyncio.to_thread(write_file, path, state.slot_identity, payload)
+    except OSError as exc:
+        raise APIError(500, f"could not write {path.name}: {exc.strerror or exc}", "server_error") from None
+    return {"id_slot": slot.id, "filename": path.name, "n_saved": len(payload.tokens), "n_written": written,
+            "timings": {"save_ms": (time.perf_counter() - t0) * 1000.0}}
+
+
+async def _restore(state, slot, path):
+    t0 = time.perf_counter()
+    if not path.is_file():
+        raise NotFoundError(f"no slot file named {path.name!r} in --slot-save-path", param="filename")
+    try:
+        payload, n_read = await asyncio.to_thread(read_file, path, state.slot_identity, state.settings.max_slot_file_bytes)
+    except SlotFormatError as exc:
+        raise InvalidRequestError(f"slot file refused ({exc.check}): {exc}", param="filename", code=str(exc.check)) from None
+    except IdentityMismatch as exc:
+        raise InvalidRequestError(str(exc), param="filename", code=f"identity_{exc.field}") from None
+    except RestoreError as exc:
+        raise InvalidRequestError(str(exc), param="filename") from None
+
+    def on_engine(engine):
+        tokens = install(payload, state.runner, engine.scheduler.alloc, state.info.spec.sliding_window)
+        state.slots.pin(slot, tokens)
+        return len(slot.tokens)
+
+    try:
+        n = await asyncio.wrap_future(state.engine.call(on_engine))
+    except RestoreError as exc:
+        raise InvalidRequestError(str(exc), param="filename") from None
+    return {"id_slot": slot.id, "filename": path.name, "n_restored": n, "n_read": n_read,
+            "timings": {"restore_ms": (time.perf_counter() - t0) * 1000.0}}

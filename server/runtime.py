@@ -1,0 +1,154 @@
+"""Wire a checkpoint folder and the settings into a running engine.
+
+This is start-up: read the config, load weights and tokenizer, decide the pool
+sizes (and refuse a window pool below its floor, naming the flag), resolve
+the family's tool-call opener to the anchor token and the reasoning format,
+then build runner -> pool -> prefix cache -> scheduler -> engine. What it
+finds out lives in `RuntimeInfo`, separate from the settings the user gave.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from models.config import CheckpointError, ModelSpec, load_spec
+from models.family_table import FamilyInfo, ReasoningFormat, anchor_description, detect_reasoning_format, load_family_table
+from scheduler.batch_scheduler import BatchScheduler, SchedulerConfig
+from scheduler.engine import Engine
+from scheduler.kv_pool import KVPool
+from scheduler.page_allocator import PageAllocator
+from scheduler.pool_budget import swa_pool_floor, swa_pool_shortfall
+from scheduler.prefix_cache import PrefixCache
+from scheduler.window import WindowPolicy, resolve_anchor_token
+from server.engine_params import generation_defaults
+from server.settings import ServeSettings
+
+log = logging.getLogger("anchorage.runtime")
+
+DEFAULT_KV_BYTES = 2 * 2**30
+MAX_DEFAULT_CONTEXT = 32768
+
+
+def demo_model_dir() -> Path:
+    return Path(str(resources.files("models") / "demo" / "checkpoint"))
+
+
+@dataclass
+class RuntimeInfo:
+    model_dir: Path
+    served_model_name: str
+    spec: ModelSpec
+    max_model_len: int
+    page_size: int
+    pages: dict[str, int]
+    family: FamilyInfo | None
+    anchor_token: int | None
+    anchor_line: str
+    reasoning: ReasoningFormat | None
+    chat_template: str | None
+    generation_defaults: dict
+
+
+def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
+    page = s.page_size
+    pages: dict[str, int] = {}
+    full_layers = bool(spec.full_layers)
+    if full_layers:
+        tokens = s.kv_cache_tokens or max(max_len + page, min(1 << 20, DEFAULT_KV_BYTES // bytes_per_token["full"]))
+        if tokens < max_len + page:
+            raise CheckpointError(
+                f"--kv-cache-tokens {tokens} cannot hold one sequence of --max-model-len {max_len} "
+                f"(needs at least {max_len + page}); raise --kv-cache-tokens or lower --max-model-len"
+            )
+        pages["full"] = -(-tokens // page)
+    if spec.windowed_layers:
+        window = spec.sliding_window
+        floor = swa_pool_floor(s.max_num_seqs, window, page, s.swa_eviction_interval, s.anchors)
+        if s.swa_pool_tokens is not None:
+            short = swa_pool_shortfall(s.swa_pool_tokens, s.max_num_seqs, window, page, s.swa_eviction_interval, s.anchors)
+            if short:
+                raise CheckpointError(short)
+            tokens = s.swa_pool_tokens
+        else:
+            tokens = floor + s.max_batched_tokens + 2 * page
+            if full_layers:
+                tokens = max(tokens, pages["full"] * page // 4)
+            else:  # every layer windowed (Mistral): this is the whole pool
+                tokens = max(tokens, min(1 << 20, DEFAULT_KV_BYTES // bytes_per_token["window"]))
+        pages["window"] = -(-tokens // page)
+    return pages
+
+
+def build_runtime(s: ServeSettings):
+    """Load everything; returns (RuntimeInfo, Engine, tokenizer, runner)."""
+    import torch
+
+    from models import sampler
+    from models.loader import load_model
+    from models.model_runner import ModelRunner
+    from models.reasoning_budget import ReasoningBudgetMachine
+    from models.token_bytes import make_token_bytes
+    from models.tool_choice_forcer import ToolChoiceForcer
+    from models.tokenizer import load_tokenizer
+
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    model_dir = Path(s.model) if s.model else demo_model_dir()
+    spec = load_spec(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    if len(tokenizer) > spec.vocab_size:
+        raise CheckpointError(f"tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {spec.vocab_size}")
+    model = load_model(model_dir, s.dtype, spec)
+
+    max_len = s.max_model_len or min(spec.max_position_embeddings, MAX_DEFAULT_CONTEXT)
+    elem = torch.empty((), dtype=model.model.embed_tokens.weight.dtype).element_size()
+    per_layer = 2 * spec.num_kv_heads * spec.head_dim * elem
+    bytes_per_token = {"full": per_layer * max(1, len(spec.full_layers)),
+                       "window": per_layer * max(1, len(spec.windowed_layers))}
+    pages = _pool_sizes(s, spec, max_len, bytes_per_token)
+    runner = ModelRunner(model, s.page_size, pages)
+
+    table = load_family_table()
+    family = table.family(spec.model_type)
+    opener = family.tool_call_opener if family else None
+    anchor = resolve_anchor_token(opener, lambda t: tokenizer.encode(t, add_special_tokens=False))
+    anchor_line = anchor_description(spec.model_type, family, anchor)
+    if not spec.windowed_layers:
+        anchor_line += " (no windowed layers: nothing slides, so anchors change nothing)"
+    template = getattr(tokenizer, "chat_template", None)
+    reasoning = detect_reasoning_format(spec.model_type, template, table)
+    name = s.served_model_name or model_dir.name
+    if model_dir == demo_model_dir() and not s.served_model_name:
+        name = "anchorage-demo"
+
+    pool = KVPool(s.page_size, pages)
+    cache = PrefixCache(pool, spec.sliding_window)
+    window = None
+    if spec.windowed_layers:
+        window = WindowPolicy(spec.sliding_window, s.page_size, s.swa_eviction_interval)
+    sched = BatchScheduler(
+        SchedulerConfig(s.max_num_seqs, s.max_batched_tokens, max_len, window, s.anchors, anchor),
+        PageAllocator(pool, cache),
+    )
+    token_bytes = make_token_bytes(tokenizer)
+
+    def processors(seq):
+        # Order matters: the budget may force the closer the tool forcer waits for.
+        procs = []
+        if seq.params.reasoning_budget is not None:
+            procs.append(ReasoningBudgetMachine(seq.params.reasoning_budget, token_bytes))
+        if seq.params.forced_tool_call is not None:
+            procs.append(ToolChoiceForcer(*seq.params.forced_tool_call))
+        return procs
+
+    engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
+                    eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
+    info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
+                       reasoning, template, generation_defaults(model_dir))
+    log.info("model %s (%s, %d layers, %s) from %s", name, spec.architecture, spec.num_layers, s.dtype, model_dir)
+    log.info("KV pool: %s pages of %d tokens; context %d", pages, s.page_size, max_len)
+    log.info(anchor_line)
+    return info, engine, tokenizer, runner, token_bytes

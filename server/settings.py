@@ -1,0 +1,109 @@
+"""The one configuration source: CLI flags, ANCHORAGE_* variables, a config file.
+
+`ServeSettings` is a pydantic-settings object, so one declaration gives the
+`anchorage serve` flags (kebab-case, `--anchors/--no-anchors`), the
+environment variables (`ANCHORAGE_PORT=9000`) and an optional TOML config file
+(`--config configs/server.toml` or `ANCHORAGE_CONFIG`). Precedence, highest
+first: flags, environment, config file, defaults. Values discovered at run
+time (page counts, the context length actually used) are not settings; they
+live in `server/runtime.py`'s `RuntimeInfo`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    CliApp,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class ServeSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ANCHORAGE_",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_prog_name="anchorage serve",
+        cli_exit_on_error=False,
+        extra="forbid",
+    )
+
+    config: Path | None = Field(None, description="TOML file with any of these settings (flags and env win over it)")
+    model: Path | None = Field(None, description="Hugging Face model folder; default: the built-in demo model")
+    served_model_name: str | None = Field(None, description="model id reported by /v1/models and required in requests (default: the folder name)")
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8000, ge=0, le=65535, description="port to listen on")
+    api_key: str | None = Field(None, description="require this key (Authorization: Bearer or X-Api-Key) on every route but /health and /v1/models")
+    admin_api_key: str | None = Field(None, description="a separate key for the slot admin actions (save/restore/erase)")
+    dtype: Literal["bfloat16", "float32", "float16"] = Field("bfloat16", description="weight and KV dtype")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (default: all cores)")
+
+    max_model_len: int | None = Field(None, ge=16, description="context length per sequence (default: the model's, capped at 32768)")
+    page_size: int = Field(16, ge=1, le=1024, description="tokens per KV page")
+    kv_cache_tokens: int | None = Field(None, ge=16, description="tokens of full-attention KV pool (default: what 2 GiB holds, at least one max_model_len sequence)")
+    swa_pool_tokens: int | None = Field(None, ge=16, description="tokens of sliding-window KV pool (default: the floor for max_num_seqs plus one prefill chunk, at least a quarter of the full pool)")
+    max_num_seqs: int = Field(16, ge=1, le=1024, description="sequences decoding at once")
+    max_batched_tokens: int = Field(512, ge=16, description="tokens per engine step (chunked-prefill budget)")
+    anchors: bool = Field(True, description="anchor-aware window eviction at the first tool call of a turn")
+    swa_eviction_interval: int = Field(128, ge=1, description="decode steps between window slides")
+
+    reasoning_budget: int = Field(-1, description="server default thinking budget in tokens (-1 unrestricted, 0 none)")
+    reasoning_budget_message: str | None = Field(None, description="text forced before the closing tag when a budget runs out")
+
+    parallel: int = Field(4, ge=1, le=256, description="logical slots (llama.cpp --parallel)")
+    slot_save_path: Path | None = Field(None, description="directory for .fslot files; enables slot save/restore/erase")
+    max_slot_file_bytes: int = Field(64 * 2**30, ge=1, description="largest .fslot file restore will read")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+    @field_validator("reasoning_budget")
+    @classmethod
+    def _budget_range(cls, v: int) -> int:
+        if not -1 <= v <= 2**31 - 1:
+            raise ValueError(f"--reasoning-budget must be between -1 <= value <= 2147483647, but got {v}")
+        return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources = [init_settings, env_settings]
+        path = _CONFIG_FILE.get() or os.environ.get("ANCHORAGE_CONFIG")
+        if path:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(path)))
+        return tuple(sources)
+
+
+class _ConfigFile:
+    """The --config path seen before parsing (the source list is built before flags are read)."""
+
+    value: str | None = None
+
+    def get(self) -> str | None:
+        return self.value
+
+
+_CONFIG_FILE = _ConfigFile()
+
+
+def parse_serve_args(argv: list[str]) -> ServeSettings:
+    """Flags -> settings. Raises pydantic/SettingsError on a bad value."""
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            _CONFIG_FILE.value = argv[i + 1]
+        elif arg.startswith("--config="):
+            _CONFIG_FILE.value = arg.split("=", 1)[1]
+    if _CONFIG_FILE.value and not Path(_CONFIG_FILE.value).is_file():
+        raise FileNotFoundError(f"--config {_CONFIG_FILE.value}: no such file")
+    return CliApp.run(ServeSettings, cli_args=argv)

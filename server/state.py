@@ -1,0 +1,37 @@
+"""What every route reads: the settings, and the runtime once it has loaded.
+
+The model loads in the background after the server starts listening, so
+`/health` can answer 503 while it loads (llama.cpp does the same) and a
+container's health check sees the difference between "starting" and "dead".
+Until `status == "ready"` every route but /health answers 503.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.errors import UnavailableError
+from server.settings import ServeSettings
+
+
+@dataclass
+class ServerState:
+    settings: ServeSettings
+    status: str = "loading"  # loading | ready | failed
+    error: str | None = None
+    info: Any = None  # server.runtime.RuntimeInfo
+    engine: Any = None  # scheduler.engine.Engine
+    tokenizer: Any = None
+    runner: Any = None
+    token_bytes: Any = None
+    slots: Any = None  # slots.slot_table.SlotTable
+    slot_identity: Any = None  # slots.identity.SlotIdentity of the serving checkpoint
+    ready_event: threading.Event = field(default_factory=threading.Event)
+
+    def require_ready(self) -> None:
+        if self.status == "loading":
+            raise UnavailableError("the model is still loading")
+        if self.status != "ready":
+            raise UnavailableError(f"the model failed to load: {self.error}")

@@ -1,0 +1,127 @@
+"""Save a slot's KV to an .fslot file and restore one into the pool.
+
+Split by thread on purpose. Reading pages out (`snapshot`) and writing pages
+in (`install`) touch the pool and the page tensors, so they run on the engine
+thread between steps and are one gather / scatter per layer. Disk I/O
+(`write_file`, `read_file`) runs on a worker thread so a multi-hundred-MB
+file never stalls decoding.
+
+What a slot file holds here: the slot's page-aligned token prefix; every
+full-attention layer's KV for all of it; each windowed layer's KV for its
+live suffix only (format v2's `first_held`) -- earlier window positions were
+released by slides and are never read again. No pending logits: the next
+request recomputes the prefix's last token, as every cache hit does.
+
+Restore checks, in order: size (before reading), framing and digest (decode),
+header against body (decode), identity against the serving checkpoint
+(verify), and only then allocates pages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from slots.atomic_write import atomic_write
+from slots.fslot import LayerKV, SlotPayload, check_size, decode, write_to
+from slots.identity import SlotIdentity
+
+
+class RestoreError(Exception):
+    """A verified file that still cannot be installed (no room, bad geometry)."""
+
+
+def _live_suffix_start(window_pages: list, page: int) -> int:
+    i = len(window_pages)
+    while i > 0 and window_pages[i - 1] is not None:
+        i -= 1
+    return i * page
+
+
+def snapshot(slot, runner, page: int) -> SlotPayload | None:
+    """Copy the slot's pinned KV into host arrays (engine thread)."""
+    if slot.hold is None or not slot.tokens:
+        return None
+    n = len(slot.tokens)
+    held = slot.hold
+    layers = []
+    for layer, group in enumerate(runner.layer_groups):
+        if group == "full":
+            k, v = runner.read_layer(layer, held.full_pages, 0, n)
+            layers.append(LayerKV(k, v, 0))
+        else:
+            first = _live_suffix_start(held.window_pages, page)
+            k, v = runner.read_layer(layer, held.window_pages, first, n)
+            layers.append(LayerKV(k, v, first))
+    return SlotPayload(np.asarray(slot.tokens, dtype=np.uint32), np.zeros(0, dtype=np.float32), layers)
+
+
+def write_file(path: Path, identity: SlotIdentity, payload: SlotPayload) -> int:
+    """Atomically write the file (worker thread); returns bytes written."""
+    return atomic_write(path, lambda f: write_to(f, identity, payload))
+
+
+def read_file(path: Path, identity: SlotIdentity, max_bytes: int) -> tuple[SlotPayload, int]:
+    """Read, decode and verify (worker thread). Raises SlotFormatError / IdentityMismatch."""
+    size = path.stat().st_size
+    check_size(size)
+    if size > max_bytes:
+        raise RestoreError(f"slot file is {size} bytes, over --max-slot-file-bytes {max_bytes}")
+    buf = bytearray(size)
+    with open(path, "rb") as f:
+        f.readinto(buf)
+    slot = decode(memoryview(buf))
+    return slot.verify(identity), size
+
+
+def install(payload: SlotPayload, runner, allocator, window: int | None) -> list[int]:
+    """Write a verified payload into fresh pages and the prefix cache (engine thread).
+
+    Returns the page-aligned tokens now cached; the caller pins them to a slot.
+    """
+    page = allocator.page
+    tokens = [int(t) for t in payload.tokens]
+    n = (min(len(tokens), payload.positions) // page) * page
+    if n == 0:
+        raise RestoreError(f"slot file holds {len(tokens)} tokens, fewer than one page ({page}); nothing to restore")
+    groups = runner.layer_groups
+    # The window layers' KV we install: the live suffix the file holds, cut to
+    # what a continuation reads (the last window plus a page), page aligned.
+    win_start = 0
+    if "window" in groups:
+        held_from = max(layer.first_held for layer, g in zip(payload.layers, groups) if g == "window")
+        reads_from = max(0, n - (window or n) - page)
+        win_start = max(-(-held_from // page) * page, (reads_from // page) * page)
+        if win_start >= n:
+            raise RestoreError("the file's windowed layers hold no positions inside the window this restore needs")
+    n_pages = n // page
+    needs = {}
+    if allocator.full is not None:
+        needs["full"] = n_pages
+    if allocator.win is not None:
+        needs["window"] = n_pages - win_start // page
+    if not allocator.can_allocate(needs):
+        raise RestoreError(f"no room in the KV pool for {n} restored tokens; raise --kv-cache-tokens "
+                           f"(or --swa-pool-tokens) or erase other slots")
+    full_pages = allocator.allocate_pages("full", needs["full"]) if "full" in needs else []
+    window_pages = [None] * (win_start // page)
+    if "window" in needs:
+        window_pages += allocator.allocate_pages("window", needs["window"])
+    try:
+        for layer, (kv, group) in enumerate(zip(payload.layers, groups)):
+            if group == "full":
+                runner.write_layer(layer, full_pages, 0, kv.k[:n], kv.v[:n])
+            else:
+                lo = win_start - kv.first_held
+                runner.write_layer(layer, window_pages, win_start, kv.k[lo:n - kv.first_held], kv.v[lo:n - kv.first_held])
+        allocator.cache.insert(tokens[:n], full_pages, window_pages)
+    finally:
+        # The cache took its own references (or kept older equal pages);
+        # ours were only for the copy.
+        for p in full_pages:
+            allocator.full.decref(p)
+        for p in window_pages:
+            if p is not None:
+                allocator.win.decref(p)
+    return tokens[:n]

@@ -1,0 +1,136 @@
+"""Logical slots (llama.cpp's `--parallel`): who is busy, what each one holds.
+
+A slot is one logical conversation. It remembers the token sequence of its
+last request and pins that sequence's KV: references on the pages the prefix
+cache holds for it, so the prefix survives cache eviction until the slot is
+reused or erased. That is what a slot save writes out and a restore puts back.
+
+Slots do not limit concurrency -- `--max-num-seqs` does. A request names a
+slot with `id_slot`; -1 or absent picks the idle slot sharing the longest
+prefix with its prompt (then the least recently used). When every slot is
+busy the request still runs, slot-less.
+
+Threads: `acquire` runs on the HTTP event loop, everything that touches pages
+(`on_end`, `pin`, `unpin`) on the engine thread; a lock guards the flags and a
+condition lets admin actions wait (bounded) for a busy slot.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Slot:
+    id: int
+    busy: bool = False
+    tokens: list[int] = field(default_factory=list)  # the pinned, page-aligned prefix
+    hold: object = None  # scheduler.prefix_cache.Match of pinned pages
+    last_used: float = 0.0
+    id_task: int | None = None
+    n_prompt_tokens: int = 0
+    n_generated: int = 0
+    next_token: int | None = None
+
+
+class SlotBusy(Exception):
+    pass
+
+
+class SlotTable:
+    def __init__(self, n_slots: int, allocator, n_ctx: int):
+        self.slots = [Slot(i) for i in range(n_slots)]
+        self.alloc = allocator
+        self.n_ctx = n_ctx
+        self._cond = threading.Condition()
+        self._task_ids = 0
+
+    # -- request side (event loop) -------------------------------------------------
+    def acquire(self, id_slot: int | None, prompt_ids: list[int]) -> int | None:
+        """Mark a slot busy for a request; None when the request runs slot-less."""
+        with self._cond:
+            if id_slot is not None and id_slot >= 0:
+                slot = self.slots[id_slot]  # range checked by the caller (404)
+                if slot.busy:
+                    return None
+            else:
+                idle = [s for s in self.slots if not s.busy]
+                if not idle:
+                    return None
+                slot = max(idle, key=lambda s: (_common_prefix(s.tokens, prompt_ids), -s.last_used))
+            slot.busy = True
+            self._task_ids += 1
+            slot.id_task = self._task_ids
+            slot.n_prompt_tokens = len(prompt_ids)
+            return slot.id
+
+    # -- engine thread ---------------------------------------------------------------
+    def on_end(self, seq) -> None:
+        """A sequence ended (finished, aborted or failed); its slot becomes idle."""
+        if seq.slot_id is None or seq.index != 0:
+            return
+        slot = self.slots[seq.slot_id]
+        if seq.finish_reason in ("stop", "length"):
+            computed = seq.all_ids[: seq.num_tokens - 1]
+            self.pin(slot, computed)
+            slot.n_generated = len(seq.output_ids)
+            slot.next_token = seq.output_ids[-1] if seq.output_ids else None
+        with self._cond:
+            slot.busy = False
+            slot.last_used = time.monotonic()
+            self._cond.notify_all()
+
+    def pin(self, slot: Slot, tokens: list[int]) -> None:
+        self.unpin(slot)
+        held = self.alloc.hold_cached(tokens)
+        slot.hold = held
+        slot.tokens = list(tokens[: held.tokens])
+
+    def unpin(self, slot: Slot) -> int:
+        n = len(slot.tokens)
+        if slot.hold is not None:
+            self.alloc.drop_hold(slot.hold)
+        slot.hold, slot.tokens = None, []
+        return n
+
+    # -- admin side ------------------------------------------------------------------
+    def claim_idle(self, slot_id: int, timeout: float) -> Slot:
+        """Wait up to `timeout` s for the slot to be idle, then mark it busy for an admin action."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            slot = self.slots[slot_id]
+            while slot.busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SlotBusy(f"slot {slot_id} is still processing a request after {timeout:.0f} s")
+                self._cond.wait(left)
+            slot.busy = True
+            return slot
+
+    def release(self, slot: Slot) -> None:
+        with self._cond:
+            slot.busy = False
+            slot.last_used = time.monotonic()
+            self._cond.notify_all()
+
+    def describe(self) -> list[dict]:
+        with self._cond:
+            out = []
+            for s in self.slots:
+                d = {"id": s.id, "n_ctx": self.n_ctx, "is_processing": s.busy, "n_cached_tokens": len(s.tokens)}
+                if s.id_task is not None:
+                    d.update(id_task=s.id_task, n_prompt_tokens=s.n_prompt_tokens,
+                             next_token={"n_decoded": s.n_generated, "last_token": s.next_token})
+                out.append(d)
+            return out
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
