@@ -70,11 +70,11 @@ def test_every_family_loads_offline_with_a_vocab_equal_to_the_tokenizer_length(t
 
 @pytest.mark.parametrize("flavour", sorted(FLAVOURS))
 def test_every_marker_is_one_id_even_inside_running_text(tiny_checkpoint, flavour):
-    family, kwargs = ("qwen3", {"template": "harmony"}) if flavour == "harmony" else (
-        next(f for f, spec in FAMILIES.items() if spec.flavour == flavour),
-        {},
-    )
-    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint(family, **kwargs))
+    if flavour == "harmony":
+        folder = tiny_checkpoint("qwen3", template="harmony")
+    else:
+        folder = tiny_checkpoint(next(f for f, spec in FAMILIES.items() if spec.flavour == flavour))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
     spec = FLAVOURS[flavour]
     for marker in list(spec.leading) + [content for content, _ in spec.trailing]:
         marker_id = tokenizer.convert_tokens_to_ids(marker)
@@ -87,9 +87,9 @@ def test_the_loaded_tokenizer_encodes_exactly_like_the_tokenizer_json_it_was_sav
     # transformers rebuilds some tokenizer classes (Qwen2Tokenizer) from the
     # vocabulary with its own pre-tokenizer; the saved pipeline must agree with it.
     texts = ["Hello  world 1234567 x", 'def f(a):\n    return {"k": a}  \n\n', "Ünïcode 日本語 😀 <think>ok</think>"]
-    for family in ALL:
-        folder = tiny_checkpoint(family)
-        loaded, raw = AutoTokenizer.from_pretrained(folder), Tokenizer.from_file(str(folder / "tokenizer.json"))
+    for folder in [tiny_checkpoint(family) for family in ALL] + [tiny_checkpoint("qwen3", template="harmony")]:
+        loaded = AutoTokenizer.from_pretrained(folder)
+        raw = Tokenizer.from_file(str(folder / "tokenizer.json"))
         for text in texts:
             assert loaded.encode(text, add_special_tokens=False) == raw.encode(text, add_special_tokens=False).ids
 
@@ -157,7 +157,10 @@ def test_qwen3_replays_this_turns_reasoning_token_for_token_and_drops_older_reas
         {"role": "user", "content": "Weather in Paris?"},
     ]
     prompt = tokenizer.apply_chat_template(history, tools=TOOLS, tokenize=False, add_generation_prompt=True)
-    generated = 'Need the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    generated = (
+        'Need the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        "</tool_call><|im_end|>"
+    )
     call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     replay = history + [
         {"role": "assistant", "content": "", "reasoning_content": "Need the tool.", "tool_calls": [call]},
@@ -193,8 +196,9 @@ def test_harmony_template_uses_single_token_channel_markers_and_ends_with_an_ass
     folder = tiny_checkpoint("qwen3", template="harmony")
     model, tokenizer = _load(folder)
     assert type(model).__name__ == "Qwen3ForCausalLM"
-    prompt = tokenizer.apply_chat_template(_tool_conversation({"city": "Paris"}), tools=TOOLS, tokenize=False,
-                                           add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        _tool_conversation({"city": "Paris"}), tools=TOOLS, tokenize=False, add_generation_prompt=True
+    )
     assert prompt.endswith("<|start|>assistant")
     assert "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>" in prompt
     assert "<|start|>functions.get_weather to=assistant<|channel|>" in prompt
@@ -225,15 +229,14 @@ def test_mistral_windows_every_layer_only_when_asked(tiny_checkpoint):
 
 
 def test_family_specific_config_paths_are_exercised(tiny_checkpoint):
-    llama = AutoConfig.from_pretrained(tiny_checkpoint("llama3")).rope_parameters
-    assert llama["rope_type"] == "llama3"
-    assert llama["original_max_position_embeddings"] < AutoConfig.from_pretrained(
-        tiny_checkpoint("llama3")
-    ).max_position_embeddings
+    llama = AutoConfig.from_pretrained(tiny_checkpoint("llama3"))
+    assert llama.rope_parameters["rope_type"] == "llama3"
+    assert llama.rope_parameters["original_max_position_embeddings"] < llama.max_position_embeddings
     gemma = AutoConfig.from_pretrained(tiny_checkpoint("gemma3"))
     assert gemma.query_pre_attn_scalar != gemma.head_dim
     assert gemma.tie_word_embeddings
-    assert gemma.rope_parameters["full_attention"]["rope_theta"] != gemma.rope_parameters["sliding_attention"]["rope_theta"]
+    full, sliding = gemma.rope_parameters["full_attention"], gemma.rope_parameters["sliding_attention"]
+    assert full["rope_theta"] != sliding["rope_theta"]
     qwen2, _ = _load(tiny_checkpoint("qwen2"))
     assert qwen2.model.layers[0].self_attn.q_proj.bias.abs().sum() > 0
     qwen3 = AutoConfig.from_pretrained(tiny_checkpoint("qwen3"))
