@@ -23,12 +23,6 @@
 # Bump the tag deliberately; `docker build --pull` refreshes its Debian layer.
 FROM python:3.11.17-slim-bookworm
 
-ARG PIP_INDEX_URL
-ARG PIP_EXTRA_INDEX_URL
-ARG PIP_TRUSTED_HOST
-ARG PIP_FIND_LINKS
-ARG PIP_NO_INDEX
-
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -40,19 +34,34 @@ RUN python -m venv /opt/venv
 
 WORKDIR /opt/anchorage/src
 
-# Dependencies first, from pyproject.toml alone (no packages yet): this layer,
-# the big one (torch), is rebuilt only when pyproject.toml changes.
-COPY pyproject.toml README.md ./
-RUN pip install --no-cache-dir .
+# Declared here, just before pip needs them: a build arg's value is part of
+# the cache key of every RUN after it, so the steps above stay cached when
+# only the index changes.
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_TRUSTED_HOST
+ARG PIP_FIND_LINKS
+ARG PIP_NO_INDEX
+
+# Dependencies first, from pyproject.toml alone (no packages yet, and an empty
+# stand-in for the readme it names): this layer, the big one (torch), is
+# rebuilt only when pyproject.toml changes, not on every README edit.
+COPY pyproject.toml ./
+RUN touch README.md && pip install --no-cache-dir .
 
 # Then the project itself, without touching the dependencies installed above.
+COPY README.md ./
 COPY server/ server/
 COPY models/ models/
 COPY scheduler/ scheduler/
 COPY slots/ slots/
+COPY configs/ configs/
 RUN pip install --no-cache-dir --no-deps --force-reinstall . \
     && rm -rf build ./*.egg-info
 
+# The shipped configuration also sits beside the working directory, so
+# `--config configs/<file>.toml` means in the container what it means in a
+# checkout (the package copy above is what the code itself reads).
 WORKDIR /app
 COPY configs/ configs/
 COPY docker/entrypoint.sh /usr/local/bin/anchorage-entrypoint

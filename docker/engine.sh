@@ -23,15 +23,17 @@
 # Outputs: DOCKER (client command), DOCKER_HOST, DOCKER_CONFIG exported,
 #          ENGINE_DRIVER (overlay2 or vfs).
 
-# Debian's client: the statically linked one some images put in
-# /usr/local/bin has no buildx and fails with BuildKit on.
+# Debian's binaries, by path: a statically linked client some machines carry
+# in /usr/local/bin has no buildx and fails with BuildKit on.
 DOCKER=/usr/bin/docker
+DOCKERD=/usr/sbin/dockerd
+CONTAINERD=/usr/bin/containerd
 
 engine_log() { printf '[engine] %s\n' "$*" >&2; }
 
 engine_install() {
     local missing=()
-    [ -x /usr/bin/docker ] && [ -x /usr/bin/dockerd ] || missing+=(docker.io)
+    [ -x "$DOCKER" ] && [ -x "$DOCKERD" ] && [ -x "$CONTAINERD" ] || missing+=(docker.io)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
     if [ "${#missing[@]}" -gt 0 ]; then
         engine_log "installing ${missing[*]} with apt-get"
@@ -67,7 +69,7 @@ _engine_wait_socket() {  # pid socket seconds
 _engine_start_dockerd() {  # driver
     mkdir -p "$ENGINE_STATE/data-$1" "$ENGINE_RUN/exec"
     echo '{}' >"$ENGINE_RUN/daemon.json"
-    dockerd \
+    "$DOCKERD" \
         --config-file "$ENGINE_RUN/daemon.json" \
         --data-root "$ENGINE_STATE/data-$1" \
         --exec-root "$ENGINE_RUN/exec" \
@@ -108,7 +110,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [plugins."io.containerd.internal.v1.opt"]
   path = "$ENGINE_STATE/containerd-opt"
 EOF
-    containerd --config "$ENGINE_RUN/containerd.toml" >>"$ENGINE_RUN/containerd.log" 2>&1 &
+    "$CONTAINERD" --config "$ENGINE_RUN/containerd.toml" >>"$ENGINE_RUN/containerd.log" 2>&1 &
     ENGINE_CONTAINERD_PID=$!
     if ! _engine_wait_socket "$ENGINE_CONTAINERD_PID" "$ENGINE_RUN/containerd.sock" 30; then
         engine_log "containerd did not start:"; tail -n 20 "$ENGINE_RUN/containerd.log" >&2

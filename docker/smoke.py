@@ -66,13 +66,17 @@ def check_chat(base: str) -> tuple[bool, str]:
     reply = json.loads(body)
     choices = reply.get("choices") or []
     message = choices[0].get("message") if choices else None
+    usage = reply.get("usage") or {}
+    # The tiny checkpoint's words may decode to nothing printable, so the
+    # evidence that the model ran is the token count, not the text.
     ok = (
         reply.get("object") == "chat.completion"
         and isinstance(message, dict)
         and message.get("role") == "assistant"
         and choices[0].get("finish_reason") in {"stop", "length", "tool_calls"}
+        and isinstance(usage.get("completion_tokens"), int)
+        and usage["completion_tokens"] >= 1
     )
-    usage = reply.get("usage") or {}
     return ok, (
         f"POST /v1/chat/completions (model {model!r}) -> {status}, "
         f"finish_reason={choices[0].get('finish_reason') if choices else None!r}, "
