@@ -188,6 +188,11 @@ class BatchScheduler:
         policy = self.config.window
         for seq, chunk in zip(decision.seqs, decision.batch.chunks):
             seq.num_computed += len(chunk.token_ids)
+            # Slide before the prompt is locked below: the last chunk's history
+            # past the window must go too, or it stays pinned for the whole run.
+            if policy is not None and not chunk.is_decode:
+                slide = prefill_slide(self._sliding(seq, seq.num_computed), policy)
+                self._apply(seq, slide)
             if not seq.prompt_cached and seq.num_computed >= len(seq.prompt_ids):
                 # The prompt is in the pool: share it (n > 1 siblings, concurrent
                 # requests) and keep the window before the prompt end live, where
@@ -196,9 +201,6 @@ class BatchScheduler:
                 seq.prompt_cached = True
                 aligned = (len(seq.prompt_ids) // self.alloc.page) * self.alloc.page
                 seq.locked_prefix = max(seq.locked_prefix, aligned)
-            if policy is not None and not chunk.is_decode:
-                slide = prefill_slide(self._sliding(seq, seq.num_computed), policy)
-                self._apply(seq, slide)
 
     def on_sampled(self, seq: Sequence, token: int, finishing: bool) -> None:
         """A token was appended to `seq`: offer it to the anchor, slide the window."""
