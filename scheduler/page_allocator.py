@@ -84,7 +84,10 @@ class PageAllocator:
         seq.full_pages = list(match.full_pages)
         seq.window_pages = list(match.window_pages)
         seq.num_computed = match.tokens
-        seq.locked_prefix = match.tokens
+        # No lock on the adopted prefix: dropping our reference as the window
+        # slides past leaves the page with the cache (refcounted), and holding
+        # it for the whole run would pin one window more than the pool floor.
+        seq.locked_prefix = 0
         # Positions before the first live window page were never ours to hold.
         live = [i for i, p in enumerate(seq.window_pages) if p is not None]
         seq.released = (live[0] * self.page) if live else match.tokens if self.win else 0
