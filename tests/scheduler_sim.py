@@ -201,6 +201,18 @@ class Sim:
         self.check()
         return dec
 
+    def abort(self, seq: Sequence) -> None:
+        self.sched.abort(seq)
+        self.finished.append(seq)
+        self.check()
+
+    def run_until(self, done: Callable[[], bool], max_steps: int = 5000) -> None:
+        for _ in range(max_steps):
+            if done():
+                return
+            self.step()
+        raise AssertionError("condition never reached")
+
     def run(self, max_steps: int = 5000) -> int:
         steps = 0
         while self.sched.has_work():

@@ -1,0 +1,364 @@
+"""Continuous batching (scheduler/batch_scheduler.py), driven by the fake engine in scheduler_sim.
+
+Every `Sim.step()` checks the chunk invariants, the fake KV each chunk reads
+and writes, and that every page reference is explained by a sequence table or
+a cache node -- so each test below also asserts "integrity after every step".
+Page 4 throughout.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scheduler.pool_budget import align_down, swa_tokens_per_request
+from scheduler.sequence import SeqStatus
+from scheduler_sim import Sim, anchor_at, expected_output
+
+P = 4
+
+
+def toks(n: int, start: int = 0) -> list[int]:
+    return list(range(start, start + n))
+
+
+def assert_completed(sim: Sim, seqs) -> None:
+    for s in seqs:
+        assert s.status is SeqStatus.FINISHED and s.finish_reason == "length"
+        assert s.output_ids == expected_output(s.prompt_ids, s.params.max_tokens, sim.token_fn), s.seq_id
+    assert all(n == 0 for n in sim.owned().values()), f"pages leaked: {sim.owned()}"
+    sim.pool.check_integrity()
+
+
+# -- batching ------------------------------------------------------------------------------
+def test_a_long_prompt_is_prefilled_in_chunks_within_the_token_budget():
+    sim = Sim(max_batched_tokens=8)
+    (a,) = sim.submit(toks(30), 3)
+    sizes = []
+    while a.num_computed < 30:
+        sizes.append(sim.step().batch.num_tokens)
+    assert sizes == [8, 8, 8, 6]
+    assert sim.log[-1].decode_chunks == 0 and len(a.output_ids) == 1, "the chunk reaching the end samples"
+    sim.run()
+    assert_completed(sim, [a])
+
+
+def test_chunked_prefill_shares_the_step_with_running_decodes():
+    sim = Sim(max_batched_tokens=8)
+    (a,) = sim.submit(toks(5), 20)
+    sim.step()
+    (b,) = sim.submit(toks(40, 100), 3)
+    mixed = []
+    while b.num_computed < 40:
+        dec = sim.step()
+        assert dec.batch.num_tokens <= 8
+        mixed.append((sim.log[-1].decode_chunks, sim.log[-1].prefill_tokens))
+    # a decodes every step while b's prompt goes through in chunks of what is left.
+    assert mixed == [(1, 7)] * 5 + [(1, 5)]
+    sim.run()
+    assert_completed(sim, [a, b])
+
+
+def test_no_more_than_max_num_seqs_run_at_once():
+    sim = Sim(max_num_seqs=2, max_batched_tokens=64)
+    seqs = [s for i in range(5) for s in sim.submit(toks(6, 100 * i), 4)]
+    dec = sim.step()
+    assert [s.seq_id for s in dec.seqs] == [0, 1] and len(sim.sched.waiting) == 3
+    peak = 0
+    while sim.sched.has_work():
+        sim.step()
+        peak = max(peak, len(sim.sched.running))
+    assert peak == 2
+    assert_completed(sim, seqs)
+
+
+def test_waiting_requests_are_admitted_first_come_first_served():
+    sim = Sim(max_num_seqs=1, max_batched_tokens=64)
+    seqs = [s for i in range(4) for s in sim.submit(toks(5, 100 * i), 3)]
+    first_step = {}
+    while sim.sched.has_work():
+        sim.step()
+        for sid in sim.log[-1].seq_ids:
+            first_step.setdefault(sid, len(sim.log))
+    assert sorted(first_step, key=first_step.get) == [0, 1, 2, 3]
+    assert [s.seq_id for s in sim.finished] == [0, 1, 2, 3]
+    assert_completed(sim, seqs)
+
+
+def test_the_head_of_the_queue_waits_for_room_rather_than_being_overtaken():
+    sim = Sim(full_pages=10, max_num_seqs=4, max_batched_tokens=64)
+    (a,) = sim.submit(toks(20), 6)  # 5 pages, 6 with its output
+    sim.step()
+    (big,) = sim.submit(toks(24, 100), 2)  # needs 6 pages: not while a runs
+    (small,) = sim.submit(toks(4, 200), 2)  # would fit now
+    while big.status is SeqStatus.WAITING:
+        assert small.status is SeqStatus.WAITING, "a later request overtook the head of the queue"
+        sim.step()
+    assert a.finished, "big got its pages only when a finished"
+    sim.run()
+    assert_completed(sim, [a, big, small])
+
+
+# -- prefix reuse --------------------------------------------------------------------------
+def test_a_request_sharing_a_long_prefix_with_a_finished_one_starts_from_the_cached_prefix():
+    sim = Sim(max_batched_tokens=16)
+    (a,) = sim.submit(toks(37), 10)
+    sim.run()
+    assert a.num_cached_prompt == 0
+    prompt = a.all_ids[:43] + toks(10, 500)  # agrees with a's prompt and 6 of its outputs
+    (b,) = sim.submit(prompt, 5)
+    dec = sim.step()
+    assert b.num_cached_prompt == 40, "whole pages of the 43 agreeing tokens"
+    assert dec.batch.chunks[0].start == 40 and dec.batch.num_tokens == len(prompt) - 40
+    assert sim.sched.counters.cache_hit_tokens == 40
+    sim.run()
+    assert_completed(sim, [a, b])
+
+
+def test_an_exact_repeat_of_a_cached_prompt_still_feeds_its_last_token():
+    sim = Sim(max_batched_tokens=64)
+    (a,) = sim.submit(toks(16), 1)
+    sim.run()
+    (b,) = sim.submit(toks(16), 3)
+    dec = sim.step()
+    assert b.num_cached_prompt == 12 and dec.batch.chunks[0].token_ids == toks(4, 12)
+    sim.run()
+    assert_completed(sim, [a, b])
+
+
+# -- preemption ----------------------------------------------------------------------------
+def test_preemption_chooses_the_most_recently_admitted_sequence():
+    sim = Sim(full_pages=6, max_num_seqs=3, max_batched_tokens=64)
+    a, b, c = (sim.submit(toks(8, 100 * i), 10)[0] for i in range(3))
+    sim.step()  # all three prompts fill the pool exactly
+    assert sim.pool.group("full").num_free == 0
+    assert sim.sched.running == [a, b, c]
+    dec = sim.step()  # each needs a third page now
+    assert dec.preempted == [c]
+    assert c.status is SeqStatus.WAITING and sim.sched.waiting[0] is c and c.preemptions == 1
+    assert [s.seq_id for s in dec.seqs] == [a.seq_id, b.seq_id]
+    sim.run()
+    assert_completed(sim, [a, b, c])
+    assert sim.sched.counters.preemptions >= 1
+
+
+def test_a_sequence_preempted_mid_decode_completes_with_the_same_tokens():
+    sim = Sim(full_pages=12, max_num_seqs=2, max_batched_tokens=64)
+    (a,) = sim.submit(toks(6), 30)
+    (b,) = sim.submit(toks(6, 100), 30)
+    sim.run_until(lambda: b.preemptions > 0)
+    assert len(b.output_ids) > 1, "preempted while decoding, with output to recompute"
+    sim.run()
+    assert_completed(sim, [a, b])
+    # The recompute started from what b had cached when it was preempted.
+    assert b.num_cached_prompt == 0
+
+
+def test_a_pool_too_small_for_the_load_completes_every_sequence_without_leaking_pages():
+    sim = Sim(full_pages=24, max_num_seqs=4, max_batched_tokens=32)
+    seqs = [s for i in range(10) for s in sim.submit(toks(5 + 3 * i, 50 * i), 40 - 2 * i)]
+    sim.run()
+    assert sim.sched.counters.preemptions >= 3
+    assert sum(s.preemptions for s in seqs) == sim.sched.counters.preemptions
+    assert_completed(sim, seqs)
+
+
+# -- abort ---------------------------------------------------------------------------------
+def test_aborting_mid_prefill_returns_every_page_at_once():
+    sim = Sim(max_batched_tokens=8)
+    (a,) = sim.submit(toks(5), 20)
+    (b,) = sim.submit(toks(40, 100), 5)
+    sim.run_until(lambda: 0 < b.num_computed < 40)
+    sim.abort(b)
+    assert b.finish_reason == "abort" and not b.full_pages
+    assert sim.pool.group("full").num_owned == len(a.full_pages)
+    sim.run()
+    assert_completed(sim, [a])
+
+
+def test_aborting_mid_decode_returns_every_page_and_a_waiting_abort_takes_nothing():
+    sim = Sim(max_num_seqs=1, max_batched_tokens=16)
+    (a,) = sim.submit(toks(9), 30)
+    (b,) = sim.submit(toks(9, 100), 5)
+    sim.run_until(lambda: len(a.output_ids) == 10)
+    sim.abort(b)  # still waiting for a seat
+    assert b.finished and b not in sim.sched.waiting
+    sim.abort(a)
+    assert sim.owned() == {"full": 0} and not sim.sched.has_work()
+    sim.pool.check_integrity()
+
+
+# -- n > 1 ---------------------------------------------------------------------------------
+def test_siblings_wait_for_the_leaders_prompt_and_then_share_its_pages():
+    sim = Sim(max_num_seqs=4, max_batched_tokens=64)
+    (other,) = sim.submit(toks(6, 900), 8)
+    leader, s1, s2 = sim.submit(toks(22), 6, n=3)
+    dec = sim.step()
+    assert [s.seq_id for s in dec.seqs] == [other.seq_id, leader.seq_id], "siblings wait, others do not"
+    assert s1.status is SeqStatus.WAITING and leader.prompt_cached
+    sim.step()
+    assert s1.num_cached_prompt == s2.num_cached_prompt == 20
+    shared = leader.full_pages[:5]
+    assert s1.full_pages[:5] == s2.full_pages[:5] == shared
+    for p in shared:
+        # leader + cache + two siblings
+        assert sim.pool.group("full").refs(p) == 4
+    sim.run()
+    assert s1.output_ids == s2.output_ids == leader.output_ids
+    assert_completed(sim, [other, leader, s1, s2])
+
+
+# -- window models ---------------------------------------------------------------------------
+WINDOW = 16
+
+
+def window_sim(**kw) -> Sim:
+    opts = dict(full_pages=128, window_pages=64, window=WINDOW, eviction_interval=2, max_batched_tokens=8)
+    opts.update(kw)
+    return Sim(**opts)
+
+
+def test_the_prefill_slide_releases_window_pages_as_chunks_advance():
+    sim = window_sim()
+    (a,) = sim.submit(toks(64), 2)
+    while a.num_computed < 64:
+        sim.step()
+        frontier = max(0, align_down(a.num_computed - WINDOW - P, P))
+        assert a.released == frontier
+        assert all(p is None for p in a.window_pages[:frontier // P])
+        assert all(p is not None for p in a.window_pages[frontier // P:])
+        # Held: the window plus a page of slack plus the chunk just fed.
+        assert sum(p is not None for p in a.window_pages) <= (WINDOW + P + 8) // P
+    sim.run()
+    assert_completed(sim, [a])
+
+
+def test_when_the_prompt_completes_only_the_window_before_its_end_stays_held():
+    sim = window_sim()
+    (a,) = sim.submit(toks(40), 30)
+    sim.run_until(lambda: a.prompt_cached)
+    # [20, 40): the window before the prompt end plus a page, nothing earlier.
+    assert [p is not None for p in a.window_pages[:10]] == [False] * 5 + [True] * 5
+    assert a.locked_prefix == 40
+    sim.run()
+    assert_completed(sim, [a])
+
+
+def test_a_cached_prefix_adopted_at_admission_is_let_go_once_the_window_moves_on():
+    sim = window_sim(max_batched_tokens=4)
+    (first,) = sim.submit(toks(24), 1)
+    sim.run()
+    (b,) = sim.submit(toks(24) + toks(36, 100), 10)
+    sim.step()
+    assert b.num_cached_prompt == 24
+    adopted = b.window_pages[2:6]
+    assert None not in adopted, "a match at 24 reads [9, 24): pages 2-5"
+    for p in adopted:
+        assert sim.pool.group("window").refs(p) == 2
+    sim.run_until(lambda: b.prompt_cached)
+    assert b.window_pages[2:6] == [None] * 4
+    for p in adopted:
+        assert sim.pool.group("window").only_cache_holds(p), "the cache keeps what b let go"
+    sim.run()
+    assert_completed(sim, [first, b])
+
+
+@pytest.mark.parametrize("anchors", [False, True])
+@pytest.mark.parametrize("interval", [2, 4])
+def test_a_single_sequence_never_starves_in_a_window_pool_at_the_floor(anchors, interval):
+    floor_pages = -(-swa_tokens_per_request(WINDOW, P, interval, anchors) // P)
+    for first_len, extra in [(16, 22), (16, 47), (22, 36), (25, 47)]:
+        sim = window_sim(window_pages=floor_pages, eviction_interval=interval, anchors=anchors, anchor_token=5,
+                         token_fn=anchor_at(first_len + extra + 30, 5), max_num_seqs=1)
+        (first,) = sim.submit(toks(first_len), 1)
+        sim.run()
+        (b,) = sim.submit(toks(first_len) + toks(extra, 100), 50)
+        sim.run()  # Sim.step fails on a starved sequence
+        assert b.num_cached_prompt > 0
+        assert_completed(sim, [first, b])
+
+
+def test_the_decode_slide_runs_only_on_its_cadence():
+    sim = window_sim(eviction_interval=4)
+    (a,) = sim.submit(toks(8), 80)
+    sim.run()
+    slides = [r.forward_iter for r in sim.log if r.released_window_pages and r.decode_chunks]
+    assert len(slides) >= 10
+    assert all(it % 4 == 0 for it in slides)
+    assert_completed(sim, [a])
+
+
+ANCHOR = 5
+PROMPT = 24
+# The opener is sampled as token 92 (anchor_len 93) of a 104-token turn.
+OPENER_AT = 92
+TURN_OUTPUT = 80
+
+
+def anchored_turn(anchors: bool, opener_at: int = OPENER_AT, interval: int = 2):
+    sim = window_sim(full_pages=256, window_pages=128, anchors=anchors, anchor_token=ANCHOR,
+                     eviction_interval=interval, token_fn=anchor_at(opener_at, ANCHOR))
+    (a,) = sim.submit(toks(PROMPT), TURN_OUTPUT)
+    return sim, a
+
+
+def path_liveness(sim: Sim, ids: list[int]) -> list[bool]:
+    """Window liveness of each cached node on the path of `ids`."""
+    out, node = [], sim.cache.root
+    for i in range(len(ids) // P):
+        node = node.children.get(tuple(ids[i * P:(i + 1) * P]))
+        if node is None:
+            break
+        out.append(node.window_page is not None)
+    return out
+
+
+def test_an_anchor_stops_the_slide_and_is_held_until_finish():
+    sim, a = anchored_turn(anchors=True)
+    sim.run_until(lambda: a.anchor.anchor_len is not None)
+    anchor = a.anchor.anchor_len
+    assert anchor == OPENER_AT + 1 and sim.sched.counters.anchors_set == 1
+    # The slide trailed the cursor until the opener; from here on the anchor caps it.
+    frontier = a.released
+    assert PROMPT < frontier <= align_down(anchor - 1 - WINDOW - P, P)
+    while not a.finished:
+        assert a.released == frontier, "the window slid past what the anchor holds"
+        sim.step()
+    assert sim.sched.counters.anchors_dropped == 0
+    live = path_liveness(sim, a.all_ids)
+    assert len(live) == (PROMPT + TURN_OUTPUT - 1) // P
+    # At finish: tombstones below the released frontier, live from it to the end,
+    # and the window before the prompt end stayed live too.
+    f = frontier // P
+    assert live[f:] == [True] * (len(live) - f)
+    assert live[PROMPT // P:f] == [False] * (f - PROMPT // P)
+    assert live[(PROMPT - WINDOW - P) // P:PROMPT // P] == [True] * ((WINDOW + P) // P)
+    assert_completed(sim, [a])
+
+
+def test_a_drifted_anchor_is_dropped_and_the_slide_follows_the_cursor_again():
+    sim, a = anchored_turn(anchors=True, opener_at=30)
+    sim.run()
+    assert sim.sched.counters.anchors_set == 1 and sim.sched.counters.anchors_dropped == 1
+    assert a.anchor.anchor_len is None
+    live = path_liveness(sim, a.all_ids)
+    assert not any(live[PROMPT // P:len(live) - (WINDOW + 3 * P) // P]), "nothing held around the old anchor"
+    assert_completed(sim, [a])
+
+
+@pytest.mark.parametrize("interval", [1, 3, 4])
+def test_the_next_turn_rejoins_at_the_anchor_only_with_anchors_on(interval):
+    matched = {}
+    for anchors in (True, False):
+        sim, a = anchored_turn(anchors, interval=interval)
+        sim.run()
+        anchor = OPENER_AT + 1
+        # The harness rewrites the call: the next prompt agrees up to the opener, then diverges.
+        (nxt,) = sim.submit(a.all_ids[:anchor] + toks(20, 600), 4)
+        sim.step()
+        matched[anchors] = nxt.num_cached_prompt
+        sim.run()
+        assert_completed(sim, [a, nxt])
+    assert matched[True] >= OPENER_AT + 1 - P
+    assert matched[False] <= PROMPT, "without anchors only the prompt end survives"
