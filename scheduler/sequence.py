@@ -43,7 +43,7 @@ class Sequence:
     full_pages: list[int] = field(default_factory=list)
     window_pages: list[int | None] = field(default_factory=list)
     released: int = 0  # window-group positions below this hold no page of ours
-    locked_prefix: int = 0  # prefix owned by the prefix cache; never slid by us
+    locked_prefix: int = 0  # the cached prompt's aligned end: the window before it is never slid by us
     num_cached_prompt: int = -1  # prompt tokens served from the cache at first admission
     decode_steps: int = 0
     anchor: AnchorState = field(default_factory=AnchorState)
