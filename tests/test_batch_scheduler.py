@@ -151,8 +151,6 @@ def test_a_sequence_preempted_mid_decode_completes_with_the_same_tokens():
     assert len(b.output_ids) > 1, "preempted while decoding, with output to recompute"
     sim.run()
     assert_completed(sim, [a, b])
-    # The recompute started from what b had cached when it was preempted.
-    assert b.num_cached_prompt == 0
 
 
 def test_a_pool_too_small_for_the_load_completes_every_sequence_without_leaking_pages():
@@ -184,6 +182,7 @@ def test_aborting_mid_decode_returns_every_page_and_a_waiting_abort_takes_nothin
     sim.run_until(lambda: len(a.output_ids) == 10)
     sim.abort(b)  # still waiting for a seat
     assert b.finished and b not in sim.sched.waiting
+    assert a.is_decoding and a.full_pages
     sim.abort(a)
     assert sim.owned() == {"full": 0} and not sim.sched.has_work()
     sim.pool.check_integrity()
