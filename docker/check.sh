@@ -71,7 +71,7 @@ summary() {
 # Everything this run starts is recorded here and undone on exit.
 run_dir="$(mktemp -d /tmp/anchorage-docker.XXXXXX)"
 ENGINE_RUN="$run_dir" ENGINE_STATE="$CACHE_DIR/engine"
-wheel_server_pid="" model_dir="" container="" demo_container=""
+wheel_server_pid="" checkpoint_pid="" model_dir="" container="" demo_container=""
 # shellcheck source=docker/engine.sh
 source "$here/engine.sh"
 
@@ -93,6 +93,7 @@ cleanup() {
     fi
     engine_stop
     [ -n "$wheel_server_pid" ] && kill "$wheel_server_pid" 2>/dev/null
+    [ -n "$checkpoint_pid" ] && kill "$checkpoint_pid" 2>/dev/null && wait "$checkpoint_pid" 2>/dev/null
     # Kept for a look after a failure: build, engine and container logs.
     rm -rf "$CACHE_DIR/last-run" && mkdir -p "$CACHE_DIR/last-run" \
         && cp "$run_dir"/*.log "$CACHE_DIR/last-run/" 2>/dev/null
@@ -171,6 +172,9 @@ mistaken_mount_is_refused() {
 # Abort the run: count it, summarise, exit non-zero (cleanup runs on exit).
 abort() { fail "$*"; summary; exit 1; }
 
+# apt-get, debootstrap, chroot and dockerd all need it.
+[ "$(id -u)" = 0 ] || abort "the docker check must run as root (it installs packages and runs dockerd)"
+
 # One check run at a time: the image store and the caches are shared.
 mkdir -p "$CACHE_DIR"
 exec 9>"$CACHE_DIR/lock"
@@ -224,26 +228,31 @@ set --
 [ -n "$wheel_url" ] || abort "could not serve the wheelhouse on loopback"
 say "serving $wheelhouse on $wheel_url (pid $wheel_server_pid)"
 
-phase "docker build"
+phase "docker build (tiny checkpoint built alongside)"
+# The checkpoint is host work that needs nothing from the build: overlap them.
+if [ -n "${DOCKER_CHECK_MODEL:-}" ]; then
+    model_dir="$DOCKER_CHECK_MODEL"
+else
+    model_dir="$(mktemp -d /tmp/anchorage-model.XXXXXX)"
+    (cd "$repo" && exec "$python" -m models.tiny_checkpoint --family qwen3 --out "$model_dir") \
+        >"$run_dir/checkpoint.log" 2>&1 &
+    checkpoint_pid=$!
+fi
 build_args=(--network host --progress plain --tag "$image_tag" --label "$label=1"
     --build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=$wheel_url")
 [ "${DOCKER_CHECK_NO_CACHE:-0}" = 1 ] && build_args+=(--no-cache)
+t_build=$SECONDS
 if DOCKER_BUILDKIT=1 "$DOCKER" build "${build_args[@]}" "$repo" >"$run_dir/build.log" 2>&1; then
-    pass "docker build ($(grep -c '^#[0-9]* CACHED' "$run_dir/build.log" || true) steps from cache)"
+    pass "docker build in $((SECONDS - t_build)) s ($(grep -c '^#[0-9]* CACHED' "$run_dir/build.log" || true) steps from cache)"
 else
     tail -n 40 "$run_dir/build.log" >&2
     abort "docker build"
 fi
 check "image runs as a non-root user" image_user_is_not_root
-
-phase "checkpoint"
-if [ -n "${DOCKER_CHECK_MODEL:-}" ]; then
-    model_dir="$DOCKER_CHECK_MODEL"
-else
-    model_dir="$(mktemp -d /tmp/anchorage-model.XXXXXX)"
-    (cd "$repo" && "$python" -m models.tiny_checkpoint --family qwen3 --out "$model_dir") \
-        >"$run_dir/checkpoint.log" 2>&1 \
-        || { tail -n 20 "$run_dir/checkpoint.log" >&2; abort "could not build the tiny checkpoint"; }
+if [ -n "$checkpoint_pid" ]; then
+    wait "$checkpoint_pid" \
+        || { tail -n 20 "$run_dir/checkpoint.log" >&2; checkpoint_pid=""; abort "could not build the tiny checkpoint"; }
+    checkpoint_pid=""
 fi
 # The server runs as uid 10001: the mounted folder must be readable by others.
 chmod -R a+rX "$model_dir"
