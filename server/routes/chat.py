@@ -42,6 +42,16 @@ from server.sse import DONE, event
 router = APIRouter()
 
 
+def _parsed_reasoning(info):
+    """The reasoning format the output parsers can split on: a marker pair, or None.
+
+    A channel grammar (gpt-oss harmony) has no marker-pair parser; its text
+    is passed through as content rather than failing the request.
+    """
+    fmt = info.reasoning
+    return fmt if fmt is not None and fmt.kind == "markers" else None
+
+
 def _finish_reason(engine_reason: str | None, has_calls: bool) -> str | None:
     if engine_reason == "stop" and has_calls:
         return "tool_calls"
@@ -69,7 +79,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     choices = await collect(stream, http_request, state.engine, req.n)
     out = []
     for c in choices:
-        parsed = parse_output(c.text, info.reasoning, tool_format, prompt.reasoning_open)
+        parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open)
         msg = ChatCompletionMessage(
             content=parsed.content if (parsed.content or not parsed.tool_calls) else None,
             reasoning_content=parsed.reasoning or None,
@@ -90,7 +100,8 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
 async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format):
     info = state.info
     cid, model = new_chat_id(), info.served_model_name
-    parsers = [StreamingOutputParser(info.reasoning, tool_format, prompt.reasoning_open) for _ in range(req.n)]
+    parsers = [StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
+               for _ in range(req.n)]
     completion_tokens, stats0 = 0, None
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
