@@ -1,0 +1,296 @@
+"""The OpenAI-compatible API through the official `openai` SDK, against a live server.
+
+One server per module, on a tiny random Qwen3-style checkpoint. The model's
+text is gibberish, so the tests assert what the server promises whatever the
+weights: shapes the SDK parses, greedy determinism (a streamed answer equals
+the whole one; n=2 greedy choices agree), counts (`max_tokens`, usage), the
+prefix cache on a repeated prompt, and -- steered by `logit_bias`,
+`repetition_penalty` and a named `tool_choice` -- a tool call the server
+parses, answered with a tool result.
+
+`enable_thinking: false` keeps the answer in `content`; the template's
+default opens a `<think>` block, tested where reasoning is the point.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import openai
+import pytest
+
+from live_server import live_server
+
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(client):
+    return client.models.list().data[0].id
+
+
+@pytest.fixture(scope="module")
+def no_eos(server):
+    """logit_bias that keeps the model from ending its turn, so max_tokens decides the length."""
+    return {str(server.token_id(t)): -100 for t in ("<|im_end|>", "<|endoftext|>")}
+
+
+def _unique(words: int = 40) -> str:
+    """A user message no other test sent, so its prompt misses the prefix cache."""
+    return "Tell me about " + " ".join(uuid.uuid4().hex[:6] for _ in range(words))
+
+
+def test_the_model_list_names_the_one_served_checkpoint(client, server):
+    models = client.models.list().data
+    assert [m.id for m in models] == [server.state.info.served_model_name]
+    assert models[0].object == "model"
+
+
+def test_a_chat_completion_stops_at_max_tokens_and_counts_them(client, model, no_eos):
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Hello there"}], max_tokens=6, temperature=0,
+        logit_bias=no_eos, extra_body=NO_THINKING,
+    )
+    assert resp.object == "chat.completion"
+    assert resp.model == model
+    choice = resp.choices[0]
+    assert choice.finish_reason == "length"
+    assert choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str) and choice.message.content
+    assert choice.message.tool_calls is None
+    assert resp.usage.completion_tokens == 6
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + 6
+    assert resp.timings["predicted_n"] == 6  # llama.cpp's timings ride along as an extra field
+
+
+def test_a_streamed_chat_says_the_same_as_the_whole_response(client, model, no_eos):
+    args = dict(model=model, messages=[{"role": "user", "content": "Stream me a reply"}], max_tokens=7,
+                temperature=0, logit_bias=no_eos, extra_body=NO_THINKING)
+    whole = client.chat.completions.create(**args)
+    chunks = list(client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True}))
+
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.object == "chat.completion.chunk" and c.model == model for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
+    usage_chunk = chunks[-1]
+    assert usage_chunk.choices == []
+    assert usage_chunk.usage.completion_tokens == 7
+    assert usage_chunk.usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_a_streamed_thought_arrives_as_reasoning_content_equal_to_the_whole_one(client, model, server, no_eos):
+    # The template opens <think>; forbidding the closer keeps every token a thought.
+    bias = {**no_eos, str(server.token_id("</think>")): -100, str(server.token_id("<tool_call>")): -100}
+    args = dict(model=model, messages=[{"role": "user", "content": "Think about it"}], max_tokens=6,
+                temperature=0, logit_bias=bias)
+    whole = client.chat.completions.create(**args)
+    assert whole.choices[0].message.content in (None, "")
+    assert whole.choices[0].message.reasoning_content
+
+    chunks = list(client.chat.completions.create(**args, stream=True))
+    streamed = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+    assert streamed == whole.choices[0].message.reasoning_content
+    assert not any(c.choices[0].delta.content for c in chunks if c.choices)
+
+
+def test_a_completion_continues_text_and_token_id_prompts_alike(client, model, server, no_eos):
+    prompt = "Once upon a time"
+    by_text = client.completions.create(model=model, prompt=prompt, max_tokens=5, temperature=0, logit_bias=no_eos)
+    assert by_text.object == "text_completion"
+    assert by_text.choices[0].finish_reason == "length"
+    assert by_text.usage.completion_tokens == 5
+    ids = server.tokenize(prompt)
+    assert by_text.usage.prompt_tokens == len(ids)
+
+    by_ids = client.completions.create(model=model, prompt=ids, max_tokens=5, temperature=0, logit_bias=no_eos)
+    assert by_ids.choices[0].text == by_text.choices[0].text
+
+    streamed = list(client.completions.create(model=model, prompt=prompt, max_tokens=5, temperature=0,
+                                              logit_bias=no_eos, stream=True))
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == by_text.choices[0].text
+    assert [c.choices[0].finish_reason for c in streamed if c.choices][-1] == "length"
+
+
+def _forced_weather_call(server, client, model, messages):
+    """Steer the random model through one `get_weather` call with `{}` arguments.
+
+    The named tool_choice forces `<tool_call>\\n{"name": "get_weather",
+    "arguments": `; the model must then write `{`, `}}\\n` and stop. All
+    other tokens get -100. Among the three allowed tokens the bias order
+    (100 > 70 > 40) picks `{` first; repetition_penalty=10 then divides a
+    used token's (positive) logit by ten, so `}}\\n` wins the next step and
+    the stop token the one after. The three must be absent from the prompt
+    and the forced prefix, or the penalty would hit them from the start.
+    """
+    base = dict(model=model, messages=messages, tools=[WEATHER_TOOL], temperature=0,
+                tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    probe = client.chat.completions.create(**base, max_tokens=1, extra_body={**NO_THINKING, "return_token_ids": True})
+    forced = server.tokenize('<tool_call>\n{"name": "get_weather", "arguments": ')
+    seen = set(probe.prompt_token_ids) | set(forced)
+    open_brace, close_braces = server.tokenize("{}}\n")
+    stop = next(t for t in range(len(server.state.tokenizer) - 1, -1, -1)
+                if t not in seen and t not in (open_brace, close_braces)
+                and server.state.tokenizer.convert_ids_to_tokens(t).isalpha())
+    assert not {open_brace, close_braces} & seen, "the steering tokens must not appear in the prompt"
+    bias = {str(t): -100 for t in range(len(server.state.tokenizer))}
+    bias.update({str(open_brace): 100, str(close_braces): 70, str(stop): 40})
+    return base, dict(logit_bias=bias, max_tokens=len(forced) + 8,
+                      extra_body={**NO_THINKING, "repetition_penalty": 10.0, "stop_token_ids": [stop]})
+
+
+def test_a_tool_call_round_trip_parses_the_call_and_answers_the_tool_result(server, client, model, no_eos):
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    base, steer = _forced_weather_call(server, client, model, messages)
+    first = client.chat.completions.create(**base, **steer)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert call.function.arguments == "{}"
+
+    # The SDK's own message object goes back as the assistant turn, with the result.
+    messages += [choice.message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": '{"temperature_c": 18}'}]
+    tool_call_token = server.token_id("<tool_call>")
+    second = client.chat.completions.create(
+        model=model, messages=messages, tools=[WEATHER_TOOL], max_tokens=5, temperature=0,
+        logit_bias={**no_eos, str(tool_call_token): -100}, extra_body={**NO_THINKING, "return_token_ids": True},
+    )
+    answer = second.choices[0]
+    assert answer.finish_reason == "length"
+    assert answer.message.tool_calls is None and answer.message.content
+    # The tool result is in the prompt the server rendered.
+    prompt_text = server.state.tokenizer.decode(second.prompt_token_ids)
+    assert '<tool_response>\n{"temperature_c": 18}\n</tool_response>' in prompt_text
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>' in prompt_text
+    # The second turn extends the first: its prefix comes from the cache.
+    assert second.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_a_streamed_tool_call_announces_the_call_then_its_arguments(server, client, model):
+    base, steer = _forced_weather_call(server, client, model, [{"role": "user", "content": "Weather in Oslo?"}])
+    chunks = list(client.chat.completions.create(**base, **steer, stream=True))
+    deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert deltas, "no tool-call deltas were streamed"
+    assert deltas[0].index == 0 and deltas[0].id.startswith("call_") and deltas[0].type == "function"
+    assert deltas[0].function.name == "get_weather"
+    assert all(d.index == 0 and d.id is None for d in deltas[1:])
+    assert "".join(d.function.arguments or "" for d in deltas) == "{}"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+    assert not any(c.choices[0].delta.content for c in chunks if c.choices)
+
+
+def test_two_greedy_choices_agree_and_usage_counts_both(client, model, no_eos):
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Two answers please"}], n=2, max_tokens=4,
+        temperature=0, logit_bias=no_eos, extra_body=NO_THINKING,
+    )
+    assert sorted(c.index for c in resp.choices) == [0, 1]
+    assert resp.choices[0].message.content == resp.choices[1].message.content
+    assert all(c.finish_reason == "length" for c in resp.choices)
+    assert resp.usage.completion_tokens == 8
+
+
+def test_two_sampled_choices_are_reproducible_with_a_seed_and_stream_per_index(client, model, no_eos):
+    args = dict(model=model, messages=[{"role": "user", "content": "Surprise me"}], n=2, max_tokens=5,
+                temperature=1.0, seed=1234, logit_bias=no_eos, extra_body=NO_THINKING)
+    a = client.chat.completions.create(**args)
+    b = client.chat.completions.create(**args)
+    assert [c.message.content for c in a.choices] == [c.message.content for c in b.choices]
+
+    chunks = list(client.chat.completions.create(**args, stream=True))
+    streamed = {0: "", 1: ""}
+    for c in chunks:
+        for ch in c.choices:
+            streamed[ch.index] += ch.delta.content or ""
+    assert streamed == {c.index: c.message.content for c in a.choices}
+
+
+def test_chat_logprobs_report_the_greedy_token_as_its_own_best_alternative(client, model, no_eos):
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Log my probabilities"}], max_tokens=5,
+        temperature=0, logprobs=True, top_logprobs=3, extra_body=NO_THINKING,
+    )
+    entries = resp.choices[0].logprobs.content
+    assert len(entries) == resp.usage.completion_tokens
+    for e in entries:
+        assert len(e.top_logprobs) == 3
+        tops = [t.logprob for t in e.top_logprobs]
+        assert tops == sorted(tops, reverse=True) and all(lp <= 0 for lp in tops)
+        # Greedy and unbiased: the chosen token is the model's most likely one.
+        assert e.token == e.top_logprobs[0].token and e.logprob == pytest.approx(tops[0])
+        assert bytes(e.bytes).decode("utf-8", "replace") == e.token or "\ufffd" in e.token
+
+
+def test_completion_logprobs_have_one_entry_per_token(client, model, no_eos):
+    resp = client.completions.create(model=model, prompt="Numbers:", max_tokens=4, temperature=0, logprobs=2,
+                                     logit_bias=no_eos)
+    lp = resp.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 4
+    assert lp.text_offset == sorted(lp.text_offset)
+    for chosen, top in zip(lp.token_logprobs, lp.top_logprobs):
+        assert 1 <= len(top) <= 2 and chosen == pytest.approx(max(top.values()))
+
+
+def test_a_repeated_prompt_reports_its_prefix_as_cached_tokens(client, model, server, no_eos):
+    args = dict(model=model, messages=[{"role": "user", "content": _unique()}], max_tokens=3, temperature=0,
+                logit_bias=no_eos, extra_body=NO_THINKING)
+    first = client.chat.completions.create(**args)
+    assert first.usage.prompt_tokens > 3 * server.state.info.page_size
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    second = client.chat.completions.create(**args)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    page = server.state.info.page_size
+    # Whole pages only, and never the last prompt token (it must be recomputed to sample).
+    assert 0 < cached < second.usage.prompt_tokens
+    assert cached % page == 0 and cached >= second.usage.prompt_tokens - 2 * page
+    assert second.timings["cache_n"] == cached
+    assert second.choices[0].message.content == first.choices[0].message.content
+
+
+def test_returned_token_ids_sent_back_as_a_completion_prompt_hit_the_cache(client, model, no_eos):
+    chat = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": _unique()}], max_tokens=4, temperature=0,
+        logit_bias=no_eos, extra_body={**NO_THINKING, "return_token_ids": True},
+    )
+    prompt_ids, out_ids = chat.prompt_token_ids, chat.choices[0].token_ids
+    assert len(out_ids) == 4
+    follow = client.completions.create(model=model, prompt=prompt_ids + out_ids, max_tokens=2, temperature=0,
+                                       logit_bias=no_eos)
+    assert follow.usage.prompt_tokens == len(prompt_ids) + 4
+    assert follow.usage.prompt_tokens_details.cached_tokens >= len(prompt_ids) - len(prompt_ids) % 16 - 16
+    assert follow.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_an_sdk_error_carries_the_servers_message_and_param(client, model):
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=-1)
+    assert err.value.status_code == 400
+    assert err.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.NotFoundError) as err:
+        client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
+    assert "no-such-model" in err.value.body["message"]
