@@ -190,7 +190,10 @@ class BatchScheduler:
             seq.num_computed += len(chunk.token_ids)
             # Slide before the prompt is locked below: the last chunk's history
             # past the window must go too, or it stays pinned for the whole run.
-            if policy is not None and not chunk.is_decode:
+            # A one-token chunk is a decode only once the sequence has sampled:
+            # a prompt fed a token at a time (a budget left at 1) is prefill.
+            decode = chunk.sample and len(chunk.token_ids) == 1 and bool(seq.output_ids)
+            if policy is not None and not decode:
                 slide = prefill_slide(self._sliding(seq, seq.num_computed), policy)
                 self._apply(seq, slide)
             if not seq.prompt_cached and seq.num_computed >= len(seq.prompt_ids):
