@@ -93,11 +93,32 @@ class PageAllocator:
         seq.released = (live[0] * self.page) if live else match.tokens if self.win else 0
 
     def cache_prefix(self, seq: Sequence, upto: int) -> int:
-        """Put the full pages of seq.all_ids[:upto] into the prefix cache."""
+        """Put the full pages of seq.all_ids[:upto] into the prefix cache.
+
+        Where the cache already held a span (another sequence computed it
+        first), `seq` switches to the cache's page and lets its duplicate go:
+        same tokens, same KV. Kept, the duplicate would stay pinned for the
+        rest of the run, and so would the cached original, an ancestor of
+        the nodes `seq` just added.
+        """
         n = (upto // self.page) * self.page
         if n == 0:
             return 0
-        return self.cache.insert(seq.all_ids[:n], seq.full_pages, seq.window_pages)
+        tokens = seq.all_ids[:n]
+        created = self.cache.insert(tokens, seq.full_pages, seq.window_pages)
+        cached = self.cache.path_pages(tokens)
+        for i, p in enumerate(cached.full_pages):
+            if p != seq.full_pages[i]:
+                self.full.incref(p)
+                self.full.decref(seq.full_pages[i])
+                seq.full_pages[i] = p
+        for i, p in enumerate(cached.window_pages):
+            mine = seq.window_pages[i] if i < len(seq.window_pages) else None
+            if p is not None and mine is not None and p != mine:
+                self.win.incref(p)
+                self.win.decref(mine)
+                seq.window_pages[i] = p
+        return created
 
     def hold_cached(self, tokens: list[int]) -> Match:
         """Take references on every cached page on the path of `tokens` (a slot's pin)."""
