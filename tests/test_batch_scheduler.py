@@ -188,6 +188,22 @@ def test_aborting_mid_decode_returns_every_page_and_a_waiting_abort_takes_nothin
     sim.pool.check_integrity()
 
 
+def test_a_prefix_computed_twice_is_held_once_after_caching():
+    # b was admitted before a's prompt was cached, so both computed it. Once
+    # cached, b reads the cache's copy and its duplicate goes back to the
+    # pool; otherwise a's cached pages, pinned as ancestors of b's nodes,
+    # would starve b in a pool that holds one sequence of its length.
+    sim = Sim(full_pages=12, max_num_seqs=2, max_batched_tokens=64)
+    (a,) = sim.submit(toks(16), 4)
+    (b,) = sim.submit(toks(20), 24)  # a's prompt and one page more
+    dec = sim.step()
+    assert dec.seqs == [a, b] and b.num_cached_prompt == 0
+    assert b.full_pages[:4] == a.full_pages[:4]
+    assert sim.pool.group("full").num_owned == 4 + 1  # the four shared, b's own fifth
+    sim.run()
+    assert_completed(sim, [a, b])
+
+
 # -- n > 1 ---------------------------------------------------------------------------------
 def test_siblings_wait_for_the_leaders_prompt_and_then_share_its_pages():
     sim = Sim(max_num_seqs=4, max_batched_tokens=64)
@@ -218,8 +234,10 @@ def window_sim(**kw) -> Sim:
     return Sim(**opts)
 
 
-def test_the_prefill_slide_releases_window_pages_as_chunks_advance():
-    sim = window_sim()
+@pytest.mark.parametrize("budget", [8, 3, 1])
+def test_the_prefill_slide_releases_window_pages_as_chunks_advance(budget):
+    # Budget 1 feeds the prompt a token at a time: still prefill, still slid.
+    sim = window_sim(max_batched_tokens=budget)
     (a,) = sim.submit(toks(64), 2)
     while a.num_computed < 64:
         sim.step()
@@ -228,7 +246,7 @@ def test_the_prefill_slide_releases_window_pages_as_chunks_advance():
         assert all(p is None for p in a.window_pages[:frontier // P])
         assert all(p is not None for p in a.window_pages[frontier // P:])
         # Held: the window plus a page of slack plus the chunk just fed.
-        assert sum(p is not None for p in a.window_pages) <= (WINDOW + P + 8) // P
+        assert sum(p is not None for p in a.window_pages) <= (WINDOW + P + budget) // P + 1
     sim.run()
     assert_completed(sim, [a])
 
