@@ -209,3 +209,18 @@ def test_a_window_only_model_allocates_and_reuses_window_pages():
     assert alloc.can_allocate({"window": 6}) and not alloc.can_allocate({"window": 7})
     alloc.allocate(b, 25)
     check_bookkeeping(pool, cache, [b])
+
+
+def test_caching_a_span_the_cache_already_holds_switches_to_its_pages_and_frees_the_duplicates():
+    pool, cache, alloc = make(full=16, window_pages=16, window=W)
+    a, b = seq(list(range(12))), seq(list(range(16)), 1)
+    computed(alloc, a, 12)
+    computed(alloc, b, 16)  # b computed a's 12 tokens again
+    alloc.cache_prefix(a, 12)
+    full_dup, window_dup = b.full_pages[:3], b.window_pages[:3]
+    assert alloc.cache_prefix(b, 16) == 1
+    assert b.full_pages[:3] == a.full_pages and b.window_pages[:3] == a.window_pages
+    assert [pool.group("full").refs(p) for p in full_dup] == [0, 0, 0]
+    assert [pool.group("window").refs(p) for p in window_dup] == [0, 0, 0]
+    assert pool.group("full").refs(a.full_pages[0]) == 3  # a, b and the cache
+    check_bookkeeping(pool, cache, [a, b])
