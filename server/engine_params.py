@@ -39,9 +39,9 @@ def generation_defaults(model_dir: Path) -> dict:
     return out
 
 
-def check_context(n_prompt: int, n_ctx: int) -> None:
+def check_context(n_prompt: int, n_ctx: int, param: str = "messages") -> None:
     if n_prompt >= n_ctx:
-        raise ExceedContextSizeError(n_prompt, n_ctx)
+        raise ExceedContextSizeError(n_prompt, n_ctx, param=param)
 
 
 def _budget_plan(req, state, prompt_text: str):
@@ -82,7 +82,8 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
                        reasoning_open: bool = False) -> SamplingParams:
     info = state.info
     n_ctx = info.max_model_len
-    check_context(len(prompt_ids), n_ctx)
+    # The field the client wrote the prompt in: chat renders `messages`, completions take `prompt`.
+    check_context(len(prompt_ids), n_ctx, "messages" if hasattr(req, "messages") else "prompt")
     vocab = info.spec.vocab_size
     for i, tok in enumerate(prompt_ids):
         if tok >= vocab:
