@@ -1,0 +1,220 @@
+"""A table of client mistakes against a live server: each gets the right status and envelope.
+
+Every row is one bad request with the status, the error `type`, the `param`
+(when the mistake is one field) and words the message must contain, so a
+client reading only the message learns what to fix. None may be a 500.
+After the whole table runs, the server still answers a good request and its
+metrics hold no 500.
+
+The server runs with a short context (`--max-model-len 128`) so an
+over-long prompt is cheap to build, and two slots (`--parallel 2`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from live_server import live_server
+
+N_CTX = 128
+USER = [{"role": "user", "content": "hi"}]
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
+
+
+@dataclass
+class Bad:
+    name: str
+    path: str
+    body: Any = None  # JSON body, unless `raw` is given
+    status: int = 400
+    type: str = "invalid_request_error"
+    param: str | None = None  # exact param, when the mistake is one field
+    words: tuple[str, ...] = ()  # each must appear in the message (case-insensitive)
+    method: str = "POST"
+    raw: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def chat(**fields) -> dict:
+    return {"messages": USER, "max_tokens": 2, **fields}
+
+
+def completion(**fields) -> dict:
+    return {"prompt": "hi", "max_tokens": 2, **fields}
+
+
+C, P = "/v1/chat/completions", "/v1/completions"
+JSON = {"content-type": "application/json"}
+
+CASES = [
+    # -- the body itself
+    Bad("malformed JSON", C, raw=b'{"messages": [', headers=JSON, words=("JSON",)),
+    Bad("a JSON array, not an object", C, body=[1, 2], words=("JSON object",)),
+    Bad("no body at all", C, raw=b"", headers=JSON, words=("JSON body",)),
+    Bad("form-encoded body", C, raw=b"messages=hi", headers={"content-type": "application/x-www-form-urlencoded"},
+        status=415, words=("application/json",)),
+    Bad("unknown top-level field", C, body=chat(temprature=0.5), param="temprature", words=("temprature",)),
+    # -- messages
+    Bad("messages missing", C, body={"max_tokens": 2}, param="messages", words=("messages", "required")),
+    Bad("messages empty", C, body=chat(messages=[]), param="messages", words=("messages", "at least 1")),
+    Bad("messages not a list", C, body=chat(messages="hi"), param="messages", words=("messages", "list")),
+    Bad("unknown role", C, body=chat(messages=[{"role": "wizard", "content": "x"}]), param="messages.0.role",
+        words=("role", "'user'")),
+    Bad("content of the wrong type", C, body=chat(messages=[{"role": "user", "content": 42}]),
+        param="messages.0.content", words=("content",)),
+    Bad("user message without content", C, body=chat(messages=[{"role": "user"}]), param="messages.0.content",
+        words=("needs content",)),
+    Bad("image content part", C, body=chat(messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]), words=("image", "text-only")),
+    Bad("tool message without tool_call_id", C, body=chat(messages=[{"role": "tool", "content": "42"}]),
+        param="messages.0.tool_call_id", words=("tool_call_id",)),
+    Bad("tool-call arguments as an object", C, body=chat(messages=USER + [{"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}]),
+        words=("arguments", "JSON-encoded string")),
+    # -- sampling fields
+    Bad("max_tokens negative", C, body=chat(max_tokens=-1), param="max_tokens", words=("max_tokens",)),
+    Bad("max_tokens zero", C, body=chat(max_tokens=0), param="max_tokens", words=("max_tokens",)),
+    Bad("max_tokens absurd", C, body=chat(max_tokens=2**40), param="max_tokens", words=("2147483647",)),
+    Bad("max_tokens as a string", C, body=chat(max_tokens="10"), param="max_tokens", words=("integer",)),
+    Bad("max_completion_tokens zero", C, body=chat(max_completion_tokens=0), param="max_completion_tokens",
+        words=("max_completion_tokens",)),
+    Bad("n zero", C, body=chat(n=0), param="n", words=("greater than or equal to 1",)),
+    Bad("n absurd", C, body=chat(n=1000), param="n", words=("128",)),
+    Bad("temperature above 2", C, body=chat(temperature=5), param="temperature", words=("temperature",)),
+    Bad("top_p zero", C, body=chat(top_p=0), param="top_p", words=("top_p",)),
+    Bad("seed as a float", C, body=chat(seed=1.5), param="seed", words=("integer",)),
+    Bad("stop with an empty string", C, body=chat(stop=[""]), param="stop.0", words=("empty",)),
+    Bad("too many stop strings", C, body=chat(stop=[f"s{i}" for i in range(20)]), param="stop", words=("16",)),
+    Bad("stream_options without stream", C, body=chat(stream_options={"include_usage": True}),
+        param="stream_options", words=("stream",)),
+    Bad("logit_bias key not a token id", C, body=chat(logit_bias={"abc": 1}), param="logit_bias.abc",
+        words=("token id",)),
+    Bad("logit_bias value out of range", C, body=chat(logit_bias={"5": 500}), param="logit_bias.5",
+        words=("100",)),
+    Bad("logit_bias token outside the vocabulary", C, body=chat(logit_bias={"100000": 1}),
+        param="logit_bias.100000", words=("100000", "vocabulary")),
+    Bad("stop_token_ids outside the vocabulary", C, body=chat(stop_token_ids=[100000]), param="stop_token_ids",
+        words=("100000", "vocabulary")),
+    Bad("top_logprobs without logprobs", C, body=chat(top_logprobs=2), param="top_logprobs", words=("logprobs",)),
+    Bad("top_logprobs above 20", C, body=chat(logprobs=True, top_logprobs=50), param="top_logprobs",
+        words=("20",)),
+    Bad("response_format json_schema", C, body=chat(response_format={"type": "json_schema", "json_schema": {}}),
+        param="response_format", words=("json_schema", "not supported")),
+    Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),
+        param="chat_template_kwargs.tools", words=("tools",)),
+    # -- tools
+    Bad("tool_choice an unknown word", C, body=chat(tools=[TOOL], tool_choice="sometimes"), param="tool_choice",
+        words=("sometimes",)),
+    Bad("tool_choice required without tools", C, body=chat(tool_choice="required"), param="tool_choice",
+        words=("at least one tool",)),
+    Bad("tool_choice naming an unknown function", C,
+        body=chat(tools=[TOOL], tool_choice={"type": "function", "function": {"name": "nope"}}),
+        param="tool_choice.function.name", words=("nope",)),
+    Bad("a tool of another type", C, body=chat(tools=[{"type": "retrieval", "function": {"name": "f"}}]),
+        param="tools.0.type", words=("function",)),
+    Bad("two tools with one name", C, body=chat(tools=[TOOL, TOOL]), param="tools.1.function.name",
+        words=("get_weather",)),
+    # -- the model and the context
+    Bad("unknown model", C, body=chat(model="gpt-9"), status=404, type="not_found_error", param="model",
+        words=("gpt-9",)),
+    Bad("chat prompt longer than the context", C, body=chat(messages=[{"role": "user", "content": "word " * 400}]),
+        type="exceed_context_size_error", param="messages", words=("context",)),
+    Bad("token prompt longer than the context", P, body=completion(prompt=[5] * (N_CTX + 10)),
+        type="exceed_context_size_error", param="prompt", words=(str(N_CTX + 10), str(N_CTX))),
+    Bad("slot id beyond --parallel", C, body=chat(id_slot=9), status=404, type="not_found_error", param="id_slot",
+        words=("slot 9", "--parallel")),
+    # -- completions
+    Bad("completion prompt missing", P, body={"max_tokens": 2}, param="prompt", words=("prompt", "required")),
+    Bad("completion prompt empty", P, body=completion(prompt=""), param="prompt", words=("empty",)),
+    Bad("several prompts in one request", P, body=completion(prompt=["a", "b"]), param="prompt",
+        words=("2 prompts",)),
+    Bad("prompt token id outside the vocabulary", P, body=completion(prompt=[1, 2, 100000]), param="prompt.2",
+        words=("100000", "vocabulary")),
+    Bad("negative prompt token id", P, body=completion(prompt=[1, -3]), param="prompt.1", words=("-3",)),
+    Bad("echo", P, body=completion(echo=True), param="echo", words=("echo",)),
+    Bad("suffix", P, body=completion(suffix="end"), param="suffix", words=("suffix",)),
+    Bad("best_of", P, body=completion(best_of=3), param="best_of", words=("best_of",)),
+    Bad("completion logprobs above 5", P, body=completion(logprobs=10), param="logprobs", words=("5",)),
+    Bad("completion with a chat field", P, body=completion(messages=USER), param="messages",
+        words=("messages",)),
+    # -- the small routes
+    Bad("tokenize without content", "/tokenize", body={}, param="content", words=("content", "required")),
+    Bad("detokenize a token outside the vocabulary", "/detokenize", body={"tokens": [1, 100000]},
+        param="tokens.1", words=("100000", "vocabulary")),
+    Bad("detokenize a string", "/detokenize", body={"tokens": "abc"}, param="tokens", words=("list",)),
+    Bad("unknown route", "/v1/embeddings", body={"input": "x"}, status=404, type="not_found_error",
+        words=("/v1/embeddings",)),
+    Bad("wrong method", C, method="GET", status=405, words=("GET", "not allowed")),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), max_model_len=N_CTX) as s:
+        yield s
+
+
+def test_the_table_holds_at_least_thirty_distinct_mistakes():
+    assert len(CASES) >= 30
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+def _send(http: httpx.Client, case: Bad) -> httpx.Response:
+    kwargs: dict[str, Any] = {"headers": case.headers}
+    if case.raw is not None:
+        kwargs["content"] = case.raw
+    elif case.body is not None:
+        kwargs["json"] = case.body
+    return http.request(case.method, case.path, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        yield client
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_bad_request_gets_its_status_type_and_a_message_naming_the_problem(http, case):
+    r = _send(http, case)
+    assert r.status_code != 500
+    assert r.status_code == case.status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    err = r.json()["error"]
+    assert set(err) >= {"message", "type", "param", "code"}
+    assert err["type"] == case.type, err
+    if case.param is not None:
+        assert err["param"] == case.param, err
+    for word in case.words:
+        assert word.lower() in err["message"].lower(), err
+
+
+def test_an_over_long_prompt_reports_its_size_and_the_context(http):
+    r = http.post(P, json=completion(prompt=[5] * (N_CTX + 10)))
+    err = r.json()["error"]
+    assert (err["n_prompt_tokens"], err["n_ctx"]) == (N_CTX + 10, N_CTX)
+    assert err["code"] == "context_length_exceeded"
+
+
+def test_a_prompt_of_exactly_the_context_is_refused_one_shorter_is_served(http):
+    assert http.post(P, json=completion(prompt=[5] * N_CTX)).status_code == 400
+    ok = http.post(P, json=completion(prompt=[5] * (N_CTX - 1), max_tokens=5))
+    assert ok.status_code == 200, ok.text
+    # The context caps the generation: one token fits.
+    assert ok.json()["usage"]["completion_tokens"] == 1
+    assert ok.json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_the_server_keeps_serving_after_the_table_and_never_answered_500(http):
+    for case in CASES:  # run the table again here, so this test stands on its own
+        assert _send(http, case).status_code < 500, case.name
+    good = http.post(C, json=chat(max_tokens=3))
+    assert good.status_code == 200, good.text
+    assert good.json()["usage"]["completion_tokens"] >= 1
+    metrics = http.get("/metrics").text
+    assert 'status="500"' not in metrics
+    assert 'status="400"' in metrics
