@@ -163,7 +163,9 @@ _server_cmdline_match() {
 mistaken_mount_is_refused() {
     local dir="$run_dir/not-a-checkpoint" status=0 out
     mkdir -p "$dir" && echo "weights live one folder down" >"$dir/README" && chmod -R a+rX "$dir"
-    out="$("$DOCKER" run --rm --label "$label=1" --network none \
+    # Bounded: were the entry point to start the server anyway, this would
+    # never return (cleanup removes the container by its label).
+    out="$(timeout 120 "$DOCKER" run --rm --label "$label=1" --network none \
         --volume "$dir:/model:ro" "$image_tag" 2>&1)" || status=$?
     echo "exit $status: $out"
     [ "$status" = 64 ]
@@ -184,7 +186,9 @@ phase "install engine"
 engine_install || abort "could not install docker.io / debootstrap / BuildKit support"
 
 phase "start private engine"
-engine_start || abort "private dockerd did not start (logs above)"
+# 9>&-: the daemons (and the container shims they spawn) must not inherit
+# the lock, or a shim outliving this run would block the next one.
+engine_start 9>&- || abort "private dockerd did not start (logs above)"
 # Containers a killed earlier run left behind in the persistent store.
 stale="$("$DOCKER" ps -aq --filter "label=$label")"
 [ -z "$stale" ] || "$DOCKER" rm -f -v $stale >/dev/null
@@ -254,8 +258,9 @@ if [ -n "$checkpoint_pid" ]; then
         || { tail -n 20 "$run_dir/checkpoint.log" >&2; checkpoint_pid=""; abort "could not build the tiny checkpoint"; }
     checkpoint_pid=""
 fi
-# The server runs as uid 10001: the mounted folder must be readable by others.
-chmod -R a+rX "$model_dir"
+# The server runs as uid 10001: the folder must be readable by others.
+# (A folder given in DOCKER_CHECK_MODEL is the caller's and is left alone.)
+[ -n "${DOCKER_CHECK_MODEL:-}" ] || chmod -R a+rX "$model_dir"
 [ -f "$model_dir/config.json" ] || abort "$model_dir has no config.json"
 
 phase "docker run"

@@ -5,8 +5,10 @@
 # a containerd + dockerd pair that belong to this check alone: their own
 # state directories, sockets, pid files and config files, and no iptables or
 # bridge changes (containers use the host network). Any other dockerd on the
-# machine, its socket, /var/lib/docker and /etc/docker/daemon.json, are
-# never read or touched.
+# machine, its socket, /var/lib/docker and /etc/docker, are never read or
+# touched. (dockerd 20.10 does create the empty plugin-discovery folder
+# /run/docker/plugins and containerd its shim socket folder /run/containerd/s;
+# neither path can be moved, and both are shared by design.)
 #
 # What it is not: a general docker installer. Stopping is by recorded pid,
 # never by process name.
@@ -68,7 +70,8 @@ _engine_wait_socket() {  # pid socket seconds
 
 _engine_start_dockerd() {  # driver
     mkdir -p "$ENGINE_STATE/data-$1" "$ENGINE_RUN/exec"
-    echo '{}' >"$ENGINE_RUN/daemon.json"
+    # 20.10 writes a trust key to /etc/docker/key.json unless told otherwise.
+    printf '{"deprecated-key-path": "%s"}\n' "$ENGINE_STATE/key.json" >"$ENGINE_RUN/daemon.json"
     "$DOCKERD" \
         --config-file "$ENGINE_RUN/daemon.json" \
         --data-root "$ENGINE_STATE/data-$1" \
