@@ -152,10 +152,13 @@ engine_stop() {
     _engine_stop_pid "${ENGINE_DOCKERD_PID:-}" dockerd
     _engine_stop_pid "${ENGINE_CONTAINERD_PID:-}" containerd
     ENGINE_DOCKERD_PID= ENGINE_CONTAINERD_PID=
-    # dockerd unmounts what it mounted; anything left under our run dir
-    # (a killed daemon) must go before the directory can be removed.
-    if [ -n "${ENGINE_RUN:-}" ] && [ -d "$ENGINE_RUN" ]; then
-        awk -v root="$ENGINE_RUN/" 'index($2, root) == 1 { print $2 }' /proc/mounts \
+    # dockerd unmounts what it mounted when it shuts down cleanly; a killed
+    # daemon, or one that failed to start (it bind-mounts its data root
+    # early), leaves mounts behind. Both folders are this engine's alone.
+    local dir
+    for dir in "${ENGINE_RUN:-}" "${ENGINE_STATE:-}"; do
+        [ -n "$dir" ] && [ -d "$dir" ] || continue
+        awk -v root="$dir/" 'index($2, root) == 1 { print $2 }' /proc/mounts \
             | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-    fi
+    done
 }
