@@ -83,7 +83,7 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
         try:
             path = resolve_slot_path(s.slot_save_path, await _filename(request))
         except InvalidSlotFilename as exc:
-            raise InvalidRequestError(f"invalid filename: {exc}", param="filename") from None
+            raise InvalidRequestError(str(exc), param="filename") from None  # "invalid slot filename: <rule>"
     try:
         slot = await asyncio.to_thread(state.slots.claim_idle, sid, SLOT_WAIT_SECONDS)
     except SlotBusy as exc:
