@@ -79,7 +79,9 @@ def load_model(model_dir: Path, dtype: str = "bfloat16", spec: ModelSpec | None 
                 want = tuple(params[key].shape)
                 if tuple(tensor.shape) != want:
                     raise CheckpointError(f"tensor {key!r} has shape {tuple(tensor.shape)}, expected {want}")
-                seen[key] = tensor.to(torch_dtype)
+                # copy=True: safetensors may hand out views of its file mapping,
+                # which are slower to compute on than owned memory.
+                seen[key] = tensor.to(torch_dtype, copy=True)
     missing = sorted(expected - seen.keys())
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

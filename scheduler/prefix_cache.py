@@ -52,6 +52,8 @@ class Match:
 
 class PrefixCache:
     def __init__(self, pool: KVPool, window: int | None):
+        if pool.group("window") is not None and not window:
+            raise ValueError("a pool with a window group needs the model's sliding window")
         self.pool = pool
         self.page = pool.page_size
         self.window = window if pool.group("window") else None
@@ -100,13 +102,21 @@ class PrefixCache:
         return Match(k * self.page, full, window)
 
     def path_pages(self, tokens: list[int]) -> Match:
-        """Every cached page on the path of `tokens`, liveness aside (for pinning a slot)."""
+        """The cached pages of the whole path of `tokens` (for pinning a slot).
+
+        Full pages all along the path; window pages only for the last
+        `window` tokens, which is all a continuation reads -- a pin must not
+        hold window state the pool floor does not pay for.
+        """
         path = self._walk(tokens, len(tokens) // self.page)
         now = next(self._clock)
         for n in path:
             n.last_used = now
         full = [n.full_page for n in path] if self.full else []
-        window = [n.window_page for n in path] if self.win is not None else []
+        window: list[int | None] = []
+        if self.win is not None:
+            first = max(0, len(path) * self.page - self.window + 1) // self.page if path else 0
+            window = [n.window_page if i >= first else None for i, n in enumerate(path)]
         return Match(len(path) * self.page, full, window)
 
     # -- insertion ---------------------------------------------------------------
