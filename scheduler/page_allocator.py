@@ -106,7 +106,7 @@ class PageAllocator:
             return 0
         tokens = seq.all_ids[:n]
         created = self.cache.insert(tokens, seq.full_pages, seq.window_pages)
-        cached = self.cache.path_pages(tokens)
+        cached = self.cache.path_pages(tokens, whole_window=True)
         for i, p in enumerate(cached.full_pages):
             if p != seq.full_pages[i]:
                 self.full.incref(p)

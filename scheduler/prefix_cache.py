@@ -101,12 +101,13 @@ class PrefixCache:
             window = [n.window_page if i >= first_needed else None for i, n in enumerate(path[:k])]
         return Match(k * self.page, full, window)
 
-    def path_pages(self, tokens: list[int]) -> Match:
-        """The cached pages of the whole path of `tokens` (for pinning a slot).
+    def path_pages(self, tokens: list[int], whole_window: bool = False) -> Match:
+        """The cached pages of the whole path of `tokens`.
 
-        Full pages all along the path; window pages only for the last
-        `window` tokens, which is all a continuation reads -- a pin must not
-        hold window state the pool floor does not pay for.
+        Full pages all along the path. Window pages only for the last
+        `window` tokens, which is all a continuation reads (a slot's pin must
+        not hold window state the pool floor does not pay for), unless
+        `whole_window` asks for every live one.
         """
         path = self._walk(tokens, len(tokens) // self.page)
         now = next(self._clock)
@@ -115,7 +116,7 @@ class PrefixCache:
         full = [n.full_page for n in path] if self.full else []
         window: list[int | None] = []
         if self.win is not None:
-            first = max(0, len(path) * self.page - self.window + 1) // self.page if path else 0
+            first = 0 if whole_window or not path else max(0, len(path) * self.page - self.window + 1) // self.page
             window = [n.window_page if i >= first else None for i, n in enumerate(path)]
         return Match(len(path) * self.page, full, window)
 
