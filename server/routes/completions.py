@@ -51,6 +51,7 @@ async def completions(req: CompletionRequest, http_request: Request):
 async def _stream(state, req: CompletionRequest, stream, prompt_ids):
     cid, model = new_completion_id(), state.info.served_model_name
     offsets = [0] * req.n
+    prompt_sent = [False] * req.n
     completion_tokens, stats0 = 0, None
     try:
         async for ev in stream:
@@ -62,8 +63,13 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
             if ev.finish_reason is not None:
                 reason = ev.finish_reason if ev.finish_reason in ("stop", "length") else "stop"
                 stats0 = ev.stats if ev.index == 0 else stats0
+            # return_token_ids: the prompt's ids ride on each choice's first chunk, as vLLM sends them.
+            first = req.return_token_ids and not prompt_sent[ev.index]
+            if first:
+                prompt_sent[ev.index] = True
             choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
-                                      token_ids=ev.token_ids if req.return_token_ids else None)
+                                      token_ids=ev.token_ids if req.return_token_ids else None,
+                                      prompt_token_ids=prompt_ids if first else None)
             yield event(CompletionChunk(id=cid, model=model, choices=[choice],
                                         timings=timings_of(ev.stats) if reason else None))
         if req.stream_options and req.stream_options.include_usage:
