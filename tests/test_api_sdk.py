@@ -294,3 +294,25 @@ def test_an_sdk_error_carries_the_servers_message_and_param(client, model):
     with pytest.raises(openai.NotFoundError) as err:
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert "no-such-model" in err.value.body["message"]
+
+
+def test_streams_return_the_prompt_ids_once_and_token_ids_that_add_up_to_the_whole(client, model, no_eos):
+    extra = {**NO_THINKING, "return_token_ids": True}
+    chat_args = dict(model=model, messages=[{"role": "user", "content": "ids please"}], max_tokens=5,
+                     temperature=0, logit_bias=no_eos, extra_body=extra)
+    whole = client.chat.completions.create(**chat_args)
+    chunks = list(client.chat.completions.create(**chat_args, stream=True))
+    assert [getattr(c, "prompt_token_ids", None) for c in chunks if getattr(c, "prompt_token_ids", None)] == [
+        whole.prompt_token_ids]
+    streamed = [t for c in chunks for ch in c.choices for t in (getattr(ch, "token_ids", None) or [])]
+    assert streamed == whole.choices[0].token_ids
+
+    comp_args = dict(model=model, prompt="ids please", max_tokens=5, n=2, temperature=0, logit_bias=no_eos,
+                     extra_body={"return_token_ids": True})
+    whole = client.completions.create(**comp_args)
+    chunks = list(client.completions.create(**comp_args, stream=True))
+    for index in (0, 1):
+        mine = [ch for c in chunks for ch in c.choices if ch.index == index]
+        prompts = [ch.prompt_token_ids for ch in mine if getattr(ch, "prompt_token_ids", None)]
+        assert prompts == [whole.choices[index].prompt_token_ids]
+        assert [t for ch in mine for t in ch.token_ids] == whole.choices[index].token_ids
