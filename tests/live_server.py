@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {"dtype": "float32", "max_model_len": 512, "kv_cache_
 class LiveServer:
     base_url: str  # http://127.0.0.1:PORT, no trailing slash
     app: Any  # the FastAPI app, for tests that read server state (e.g. the tokenizer)
+    _tokens: dict[str, list[int]] = field(default_factory=dict, repr=False)  # /tokenize answers, per text
 
     @property
     def v1(self) -> str:
@@ -56,10 +57,15 @@ class LiveServer:
         return self.app.state.server
 
     def tokenize(self, text: str, headers: dict[str, str] | None = None) -> list[int]:
-        """Token ids of `text` as the server tokenizes it (control tokens parsed), via /tokenize."""
-        r = httpx.post(self.base_url + "/tokenize", json={"content": text}, headers=headers, timeout=30)
-        r.raise_for_status()
-        return r.json()["tokens"]
+        """Token ids of `text` as the server tokenizes it (control tokens parsed), via /tokenize.
+
+        Remembered per text: a server's tokenizer never changes, and tests ask often.
+        """
+        if text not in self._tokens:
+            r = httpx.post(self.base_url + "/tokenize", json={"content": text}, headers=headers, timeout=30)
+            r.raise_for_status()
+            self._tokens[text] = r.json()["tokens"]
+        return list(self._tokens[text])
 
     def token_id(self, text: str, headers: dict[str, str] | None = None) -> int:
         """The one token id `text` encodes to; fails loudly if it is several."""

@@ -209,6 +209,7 @@ def test_a_prompt_of_exactly_the_context_is_refused_one_shorter_is_served(http):
     assert ok.json()["choices"][0]["finish_reason"] == "length"
 
 
+@pytest.mark.slow
 def test_the_server_keeps_serving_after_the_table_and_never_answered_500(http):
     for case in CASES:  # run the table again here, so this test stands on its own
         assert _send(http, case).status_code < 500, case.name
