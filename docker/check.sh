@@ -247,7 +247,8 @@ build_args=(--network host --progress plain --tag "$image_tag" --label "$label=1
 [ "${DOCKER_CHECK_NO_CACHE:-0}" = 1 ] && build_args+=(--no-cache)
 t_build=$SECONDS
 if DOCKER_BUILDKIT=1 "$DOCKER" build "${build_args[@]}" "$repo" >"$run_dir/build.log" 2>&1; then
-    pass "docker build in $((SECONDS - t_build)) s ($(grep -c '^#[0-9]* CACHED' "$run_dir/build.log" || true) steps from cache)"
+    size_mb=$(( $("$DOCKER" image inspect --format '{{.Size}}' "$image_tag") / 1000000 ))
+    pass "docker build in $((SECONDS - t_build)) s ($(grep -c '^#[0-9]* CACHED' "$run_dir/build.log" || true) steps from cache), image $size_mb MB"
 else
     tail -n 40 "$run_dir/build.log" >&2
     abort "docker build"
