@@ -37,8 +37,14 @@ from server.app import create_app
 from server.settings import ServeSettings
 
 START_TIMEOUT_S = 60.0
-# Small pools: a tiny checkpoint needs little, and the tests share 2 cores.
-DEFAULTS: dict[str, Any] = {"dtype": "float32", "max_model_len": 512, "kv_cache_tokens": 4096, "parallel": 2}
+# Small pools: a tiny checkpoint needs little, and the tests share 2 cores. The
+# behaviour-changing settings are spelled out so an ANCHORAGE_* variable in the
+# environment (constructor values win over it) cannot change what a test sees.
+DEFAULTS: dict[str, Any] = {
+    "dtype": "float32", "max_model_len": 512, "kv_cache_tokens": 4096, "parallel": 2,
+    "api_key": None, "admin_api_key": None, "served_model_name": None, "slot_save_path": None,
+    "reasoning_budget": -1, "reasoning_budget_message": None, "anchors": True,
+}
 
 
 @dataclass
