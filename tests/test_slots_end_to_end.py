@@ -1,0 +1,104 @@
+"""Slots across processes (issue 6 acceptance).
+
+One `anchorage serve` process runs a request in slot 0, saves the slot, and
+continues the conversation: that continuation is the uninterrupted run. A
+second, fresh process of the same checkpoint restores the file and continues
+the same conversation: its greedy tokens must be identical, and the follow-up
+request must report the restored prefix as cached. Done for a plain model
+(format v1 file) and a windowed one (v2: windowed layers hold a suffix).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve_process(model, slot_dir, *extra):
+    port = _free_port()
+    cmd = [sys.executable, "-m", "server.cli", "serve", "--model", str(model), "--port", str(port),
+           "--dtype", "float32", "--slot-save-path", str(slot_dir), "--parallel", "2", "--log-level", "warning",
+           *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("server did not become healthy")
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def complete(base, prompt, n, **extra):
+    r = httpx.post(base + "/v1/completions", timeout=120, json={
+        "prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": True, "return_token_ids": True, **extra})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return body["choices"][0]["token_ids"], body["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+@pytest.mark.parametrize("window", [None, 32])
+def test_a_slot_restored_in_a_fresh_process_continues_exactly_like_the_uninterrupted_run(tiny_checkpoint, tmp_path,
+                                                                                       window):
+    model = tiny_checkpoint("qwen3", sliding_window=window, layers=3) if window else tiny_checkpoint("qwen3")
+    prompt = [(13 * j) % 400 + 30 for j in range(150)]
+    with serve_process(model, tmp_path) as base:
+        out1, _ = complete(base, prompt, 20, id_slot=0)
+        saved = httpx.post(base + "/slots/0?action=save", json={"filename": "conv.fslot"}, timeout=60).json()
+        follow = prompt + out1 + [77, 78, 79]
+        reference, cached_ref = complete(base, follow, 12)
+    assert saved["n_saved"] == ((150 + 20 - 1) // 16) * 16 and saved["n_written"] > 0
+    assert (tmp_path / "conv.fslot").stat().st_size == saved["n_written"]
+
+    with serve_process(model, tmp_path) as base:
+        restored = httpx.post(base + "/slots/1?action=restore", json={"filename": "conv.fslot"}, timeout=60).json()
+        assert restored["n_restored"] == saved["n_saved"], restored
+        assert restored["n_read"] == saved["n_written"]
+        slots = httpx.get(base + "/slots", timeout=10).json()
+        assert slots[1]["n_cached_tokens"] == saved["n_saved"]
+        continued, cached = complete(base, follow, 12)
+    assert cached == saved["n_saved"], "the follow-up must report the restored prefix as cached"
+    assert continued == reference, "a restored slot must continue exactly like the uninterrupted run"
+
+
+def test_a_slot_from_another_checkpoint_is_refused_naming_the_fingerprint(tiny_checkpoint, tmp_path):
+    a = tiny_checkpoint("qwen3", seed=0)
+    b = tiny_checkpoint("qwen3", seed=1)
+    with serve_process(a, tmp_path) as base:
+        complete(base, [(5 * j) % 400 + 30 for j in range(64)], 4, id_slot=0)
+        assert httpx.post(base + "/slots/0?action=save", json={"filename": "a.fslot"}, timeout=60).status_code == 200
+    with serve_process(b, tmp_path) as base:
+        r = httpx.post(base + "/slots/0?action=restore", json={"filename": "a.fslot"}, timeout=60)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert "checkpoint" in err["message"] and err["code"] == "identity_checkpoint"
