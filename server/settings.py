@@ -99,6 +99,7 @@ _CONFIG_FILE = _ConfigFile()
 
 def parse_serve_args(argv: list[str]) -> ServeSettings:
     """Flags -> settings. Raises pydantic/SettingsError on a bad value."""
+    _CONFIG_FILE.value = None
     for i, arg in enumerate(argv):
         if arg == "--config" and i + 1 < len(argv):
             _CONFIG_FILE.value = argv[i + 1]
