@@ -318,3 +318,20 @@ def test_streams_return_the_prompt_ids_once_and_token_ids_that_add_up_to_the_who
         prompts = [ch.prompt_token_ids for ch in mine if getattr(ch, "prompt_token_ids", None)]
         assert prompts == [whole.choices[index].prompt_token_ids]
         assert [t for ch in mine for t in ch.token_ids] == whole.choices[index].token_ids
+
+
+def test_concurrent_requests_each_get_their_own_complete_answer(client, model, no_eos):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(i: int):
+        args = dict(model=model, messages=[{"role": "user", "content": f"Question number {i}"}], max_tokens=4 + i,
+                    temperature=0, logit_bias=no_eos, extra_body=NO_THINKING)
+        if i % 2:
+            chunks = list(client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True}))
+            return chunks[-1].usage.completion_tokens, [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+        resp = client.chat.completions.create(**args)
+        return resp.usage.completion_tokens, resp.choices[0].finish_reason
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(ask, range(4)))
+    assert results == [(4 + i, "length") for i in range(4)]
