@@ -237,3 +237,11 @@ def test_a_harmony_checkpoint_serves_requests_without_a_budget(harmony, budget_f
             assert r.text.rstrip().endswith("data: [DONE]") and 'data: {"error"' not in r.text
         else:
             assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_each_of_n_sampled_choices_gets_its_own_budget(plain):
+    ids = _ids(plain)
+    resp = _chat(plain, max_tokens=8, n=3, temperature=1.0, seed=11, reasoning_budget_tokens=4)
+    assert len(resp["choices"]) == 3
+    for choice in resp["choices"]:
+        assert 1 + choice["token_ids"].index(ids["</think>"]) == 4
