@@ -86,10 +86,11 @@ cleanup() {
         local ids
         ids="$("$DOCKER" ps -aq --filter "label=$label" 2>/dev/null)"
         [ -n "$ids" ] && "$DOCKER" rm -f -v $ids >/dev/null 2>&1
-        # Superseded builds of the check image and week-old build cache: keeps
-        # the persistent store from growing run after run.
+        # Superseded builds of the check image, and build cache unused for
+        # three days (old dependency layers): the persistent store stays at
+        # about one image's worth instead of growing run after run.
         "$DOCKER" image prune -f --filter "label=$label" >/dev/null 2>&1
-        "$DOCKER" builder prune -f --filter until=168h >/dev/null 2>&1
+        "$DOCKER" builder prune -f --all --filter until=72h >/dev/null 2>&1
     fi
     engine_stop
     [ -n "$wheel_server_pid" ] && kill "$wheel_server_pid" 2>/dev/null
