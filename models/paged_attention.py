@@ -22,7 +22,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from models.cpu_features import UPCAST_MIN_ROWS, wide_bf16_via_fp32
 from scheduler.forward_batch import ForwardBatch, SeqChunk
+
+_UPCAST_WIDE = wide_bf16_via_fp32()
 
 
 @dataclass
@@ -140,6 +143,8 @@ def paged_attention(
         qp = q[cp.token_slice].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
         kp = _gather(k_pages, cp.pages).unsqueeze(0)  # [1, KVH, L, D]
         vp = _gather(v_pages, cp.pages).unsqueeze(0)
+        if _UPCAST_WIDE and qp.dtype == torch.bfloat16 and qp.shape[2] >= UPCAST_MIN_ROWS:
+            qp, kp, vp = qp.float(), kp.float(), vp.float()  # emulated bf16: see cpu_features
         op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=cp.mask, scale=scale, enable_gqa=True)
-        out[cp.token_slice] = op.squeeze(0).transpose(0, 1)
+        out[cp.token_slice] = op.squeeze(0).transpose(0, 1).to(out.dtype)
     return out
