@@ -242,7 +242,8 @@ class Engine:
             preemptions=seq.preemptions,
         )
         live.stream.put(StreamEvent(seq.index, text, list(token_ids), list(lp), reason, stop_token, stats, error))
-        self.counters.requests_finished += seq.index == 0
+        # Requests that ran to an end (stop/length); aborts and failures are not finishes.
+        self.counters.requests_finished += seq.index == 0 and reason in ("stop", "length")
         group = self._by_request.get(seq.request_id)
         if group is not None and all(s.finished for s in group):
             del self._by_request[seq.request_id]

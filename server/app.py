@@ -80,14 +80,16 @@ class GateMiddleware:
             await send(message)
 
         try:
-            # Slot actions are checked by their route, against the admin key when one is set.
-            if not (scope["method"] == "POST" and path.startswith("/slots/")):
-                check_api_key(Request(scope), self.state.settings.api_key)
-        except APIError as exc:
-            await exc.response()(scope, receive, send_wrapper)
-        else:
-            await self.app(scope, receive, send_wrapper)
-        self.metrics.http_requests.labels(route, str(status_box["status"])).inc()
+            try:
+                # Slot actions are checked by their route, against the admin key when one is set.
+                if not (scope["method"] == "POST" and path.startswith("/slots/")):
+                    check_api_key(Request(scope), self.state.settings.api_key)
+            except APIError as exc:
+                await exc.response()(scope, receive, send_wrapper)
+            else:
+                await self.app(scope, receive, send_wrapper)
+        finally:
+            self.metrics.http_requests.labels(route, str(status_box["status"])).inc()
 
 
 def create_app(settings: ServeSettings, *, background_load: bool = True, on_load_failure=None) -> FastAPI:

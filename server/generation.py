@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import weakref
 from dataclasses import dataclass, field
 
 from scheduler.engine import EngineRequest
@@ -82,6 +83,17 @@ async def collect(stream: RequestStream, http_request, engine, n: int) -> list[C
     for c in choices:
         raise_if_failed(c)
     return choices
+
+
+def streaming_body(state, stream: RequestStream, body):
+    """Wrap a route's SSE generator so its request is aborted however the response ends.
+
+    The generator's own `finally` covers a client that leaves mid-stream; a
+    client that leaves before the first chunk cancels the response before the
+    generator ever starts, and then only this finalizer notices.
+    """
+    weakref.finalize(body, state.engine.abort, stream.request_id)
+    return body
 
 
 def usage_of(prompt_tokens: int, choices: list[ChoiceResult]) -> Usage:

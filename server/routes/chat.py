@@ -18,6 +18,7 @@ from server.chat_prompt import render_chat
 from server.engine_params import to_sampling_params
 from server.errors import APIError
 from server.generation import (
+    streaming_body,
     chat_logprobs,
     check_model,
     collect,
@@ -26,7 +27,7 @@ from server.generation import (
     timings_of,
     usage_of,
 )
-from server.output import StreamingOutputParser, delta_dict, parse_output
+from server.output import StreamingOutputParser, ToolCallDelta, delta_dict, parse_output
 from server.protocol import (
     ChatCompletion,
     ChatCompletionChoice,
@@ -72,7 +73,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     stream = submit(state, prompt.token_ids, params, req.id_slot)
     if req.stream:
         return StreamingResponse(
-            _stream(state, req, stream, prompt, tool_format),
+            streaming_body(state, stream, _stream(state, req, stream, prompt, tool_format)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -80,6 +81,9 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     out = []
     for c in choices:
         parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open)
+        if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
+            # One call was asked for; later ones are dropped, not turned into content.
+            parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])
         msg = ChatCompletionMessage(
             content=parsed.content if (parsed.content or not parsed.tool_calls) else None,
             reasoning_content=parsed.reasoning or None,
@@ -122,6 +126,9 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             lp = chat_logprobs(state, ev.logprobs) if req.logprobs else None
             ids = ev.token_ids if req.return_token_ids else None
             extras_pending = lp is not None or ids is not None
+            if req.parallel_tool_calls is False:
+                # One call was asked for: later calls are dropped from the stream.
+                deltas = [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
             for d in deltas:
                 yield chunk(ev.index, delta_dict(d), logprobs=lp, token_ids=ids)
                 lp, ids, extras_pending = None, None, False

@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 
 from server.engine_params import to_sampling_params
 from server.errors import APIError
-from server.generation import check_model, collect, completion_logprobs, raise_if_failed, submit, timings_of, usage_of
+from server.generation import streaming_body, check_model, collect, completion_logprobs, raise_if_failed, submit, timings_of, usage_of
 from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
 from server.sse import DONE, event
 
@@ -35,7 +35,7 @@ async def completions(req: CompletionRequest, http_request: Request):
     params = to_sampling_params(req, state, text, ids, logprobs=req.logprobs)
     stream = submit(state, ids, params, req.id_slot)
     if req.stream:
-        return StreamingResponse(_stream(state, req, stream, ids), media_type="text/event-stream",
+        return StreamingResponse(streaming_body(state, stream, _stream(state, req, stream, ids)), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     choices = await collect(stream, http_request, state.engine, req.n)
     out = [CompletionChoice(
