@@ -1,0 +1,228 @@
+"""Synthetic agent conversations for the demo model, and its held-out cases.
+
+What it is for: `training_conversations(seed, count)` -- a deterministic list
+of OpenAI-style conversations (system, user, assistant turns with
+`reasoning_content` and `tool_calls`, tool results, final answers, plain
+chat) -- and `held_out_cases()`, requests built from templates and values that
+never occur in training, each with what a correct agent must do: the calls
+(tool and arguments), the results to feed back, the values the answer quotes.
+
+What it is not for: text. Rendering through the chat template and masking
+happen in render.py; this module deals in messages only, so the training
+data is, by construction, whatever the serving template makes of them.
+
+Why it is shaped so: a conversation draws everything from one `random.Random`
+seeded by the caller, so the corpus is a pure function of the seed. The mix
+of kinds, thinking lengths, disabled or cut-short thinking and prior history
+is set here in one table.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+from models.demo import corpus_answers as ans
+from models.demo import corpus_chat as chat
+from models.demo import corpus_reasoning as rsn
+from models.demo import corpus_values as cv
+from models.demo.corpus_plans import Plan, build
+from models.demo.tools import TOOLS, format_number
+
+# Share of each kind in training (weights, not probabilities).
+KIND_WEIGHTS = {"weather": 14, "time": 10, "calculate": 16, "convert": 14, "weather_unknown": 3,
+                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 16}
+LEVEL_WEIGHTS = {rsn.SHORT: 50, rsn.MEDIUM: 35, rsn.LONG: 15}
+P_SYSTEM, P_HISTORY, P_NO_THINKING, P_CUT_THINKING, P_CHAT_WITHOUT_TOOLS = 0.3, 0.08, 0.08, 0.08, 0.2
+SYSTEM_PROMPTS = ("You are a helpful assistant.", "You are a concise assistant. Use tools when they help.",
+                  "You are a friendly assistant with access to a few tools.", "Answer briefly.")
+HELD_OUT_SEED = 20250601
+HELD_OUT_COUNTS = {"weather": 30, "time": 25, "calculate": 32, "convert": 25,
+                   "wdiff": 8, "wtwo": 8, "tw": 8, "chain": 8}
+SINGLE = ("weather", "time", "calculate", "convert", "weather_unknown", "time_unknown")
+
+
+@dataclass
+class Conversation:
+    messages: list[dict]
+    tools: list[dict] | None
+    enable_thinking: bool
+    kind: str
+    template_ids: tuple[str, ...]  # every request's template, history included
+    values: tuple[str, ...]  # every request's slot values, history included
+    untrained_reasoning: frozenset[int] = frozenset()  # assistant messages whose thought was cut short
+
+
+@dataclass(frozen=True)
+class ExpectedCall:
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class Step:
+    calls: tuple[ExpectedCall, ...]  # one assistant turn; several calls are made in parallel
+    results: tuple[str, ...]  # tool message content to feed back, one per call, in call order
+
+
+@dataclass(frozen=True)
+class HeldOutCase:
+    case_id: str
+    kind: str
+    template_id: str
+    values: tuple[str, ...]
+    messages: tuple[dict, ...]  # the conversation so far: one user request
+    steps: tuple[Step, ...]  # empty for plain chat: no tool call is the right answer
+    answer_must_contain: tuple[str, ...]
+
+
+def _weighted(rng: random.Random, weights: dict[str, int]) -> str:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
+
+
+def _call_turn(reasoning: str, calls: list[tuple[str, dict]], first_id: int) -> dict:
+    return {"role": "assistant", "content": "", "reasoning_content": reasoning, "tool_calls": [
+        {"id": f"call_{first_id + k}", "type": "function", "function": {"name": name, "arguments": args}}
+        for k, (name, args) in enumerate(calls)]}
+
+
+def _result_turns(results: list[str], first_id: int) -> list[dict]:
+    return [{"role": "tool", "tool_call_id": f"call_{first_id + k}", "content": r} for k, r in enumerate(results)]
+
+
+def _final(rng: random.Random, plan: Plan) -> tuple[str, str]:
+    flat = [json.loads(r) for step in plan.results for r in step]
+    s, kind = plan.slots, plan.kind
+    if "error" in flat[0] and kind in SINGLE:
+        return ans.after_error(rng, kind.split("_")[0], s.get("city", ""), flat[0])
+    if kind == "weather":
+        return ans.after_weather(rng, s["city"], flat[0])
+    if kind == "time":
+        return ans.after_time(rng, s["city"], flat[0])
+    if kind == "calculate":
+        return ans.after_calculate(rng, s["a"], s["op"], s["b"], flat[0])
+    if kind == "convert":
+        return ans.after_convert(rng, s["v"], s["from"], s["to"], flat[0])
+    return ans.after_plan(rng, kind, s, flat)
+
+
+def _plan_turns(rng: random.Random, plan: Plan, level: str, thinking: bool) -> list[dict]:
+    """Assistant and tool messages that carry out `plan`, ending with the answer."""
+    kind = plan.kind
+    if kind in SINGLE:
+        first = rsn.think_before_call(rng, kind, plan.slots, level)
+    else:
+        first = rsn.think_before_plan(rng, kind, plan.slots, level)
+    turns, next_id = [], 0
+    for i, (calls, results) in enumerate(zip(plan.steps, plan.results)):
+        if i == 0:
+            thought = first
+        else:
+            thought = ans.between_steps(rng, kind, plan.slots, [json.loads(r) for r in plan.results[0]])
+        turns.append(_call_turn(thought if thinking else "", calls, next_id))
+        turns += _result_turns(results, next_id)
+        next_id += len(calls)
+    thought, answer = _final(rng, plan)
+    turns.append({"role": "assistant", "content": answer, "reasoning_content": thought if thinking else ""})
+    return turns
+
+
+def _chat_turns(rng: random.Random, split: str, thinking: bool) -> tuple[list[dict], str, list[str]]:
+    text, template_id, thought, answer, values = chat.draw(
+        rng, split, rng.choice(cv.cities(split)), cv.draw_number(rng, split))
+    return ([{"role": "user", "content": text},
+             {"role": "assistant", "content": answer, "reasoning_content": thought if thinking else ""}],
+            template_id, values)
+
+
+def training_conversation(rng: random.Random) -> Conversation:
+    """One training conversation; everything it contains is of the training split."""
+    kind = _weighted(rng, KIND_WEIGHTS)
+    thinking = rng.random() >= P_NO_THINKING
+    messages: list[dict] = []
+    if rng.random() < P_SYSTEM:
+        messages.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
+    values: list[str] = []
+    template_ids: list[str] = []
+    if rng.random() < P_HISTORY:
+        # An earlier exchange: the template drops its reasoning, as it does for any turn before the last query.
+        old = rng.choice(["weather", "time", "calculate", "convert", "chat"])
+        if old == "chat":
+            turns, old_id, old_values = _chat_turns(rng, cv.TRAIN, True)
+            messages += turns
+            values += old_values
+            template_ids.append(old_id)
+        else:
+            plan = build(rng, cv.TRAIN, old)
+            messages += [{"role": "user", "content": plan.request}, *_plan_turns(rng, plan, rsn.SHORT, True)]
+            values += plan.values
+            template_ids.append(plan.template_id)
+    tools = TOOLS
+    cut: frozenset[int] = frozenset()
+    if kind == "chat":
+        turns, template_id, new_values = _chat_turns(rng, cv.TRAIN, thinking)
+        messages += turns
+        tools = None if rng.random() < P_CHAT_WITHOUT_TOOLS else TOOLS
+    else:
+        plan = build(rng, cv.TRAIN, kind)
+        template_id, new_values = plan.template_id, plan.values
+        messages.append({"role": "user", "content": plan.request})
+        messages += _plan_turns(rng, plan, _weighted(rng, LEVEL_WEIGHTS), thinking)
+        if thinking and rng.random() < P_CUT_THINKING:
+            # As if a reasoning budget forced </think> early: the cut thought is context, not a target.
+            index = max(i for i, m in enumerate(messages) if m["role"] == "user") + 1
+            words = messages[index]["reasoning_content"].split(" ")
+            messages[index]["reasoning_content"] = " ".join(words[:rng.randint(0, 12)])
+            cut = frozenset({index})
+    return Conversation(messages, tools, thinking, kind, tuple(template_ids + [template_id]),
+                        tuple(values + new_values), cut)
+
+
+def training_conversations(seed: int, count: int) -> list[Conversation]:
+    """`count` training conversations, a pure function of `seed`."""
+    rng = random.Random(seed)
+    return [training_conversation(rng) for _ in range(count)]
+
+
+def _must_contain(kind: str, results: list[list[str]]) -> tuple[str, ...]:
+    flat = [json.loads(r) for step in results for r in step]
+    n = format_number
+    return {
+        "weather": lambda: (n(flat[0]["temperature_c"]), flat[0]["condition"]),
+        "time": lambda: (flat[0]["time"],),
+        "calculate": lambda: (n(flat[0]["result"]),),
+        "convert": lambda: (n(flat[0]["result"]),),
+        "wdiff": lambda: (n(flat[2]["result"]),),
+        "wtwo": lambda: (n(flat[0]["temperature_c"]), n(flat[1]["temperature_c"])),
+        "tw": lambda: (flat[0]["time"], n(flat[1]["temperature_c"])),
+        "chain": lambda: (n(flat[1]["result"]),),
+    }[kind]()
+
+
+def held_out_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
+    """Fixed evaluation cases: held-out templates and values only, no duplicates."""
+    rng = random.Random(seed)
+    cases: list[HeldOutCase] = []
+    seen: set[str] = set()
+    for kind, count in HELD_OUT_COUNTS.items():
+        made = 0
+        while made < count:
+            plan = build(rng, cv.HELD_OUT, kind)
+            if plan.request in seen:
+                continue
+            seen.add(plan.request)
+            steps = tuple(Step(tuple(ExpectedCall(n, a) for n, a in calls), tuple(results))
+                          for calls, results in zip(plan.steps, plan.results))
+            cases.append(HeldOutCase(f"{kind}-{made:02d}", kind, plan.template_id, tuple(plan.values),
+                                     ({"role": "user", "content": plan.request},), steps,
+                                     _must_contain(kind, plan.results)))
+            made += 1
+    for intent in chat.INTENTS:
+        for k, text in enumerate(intent.held_out):
+            city, number = rng.choice(cv.cities(cv.HELD_OUT)), cv.draw_number(rng, cv.HELD_OUT)
+            values = ((f"city:{city.lower()}",) if "{city}" in text else ()) + (
+                (f"num:{number}",) if "{number}" in text else ())
+            cases.append(HeldOutCase(f"chat-{intent.name}-{k}", "chat", f"chat.{intent.name}.held_out{k}", values,
+                                     ({"role": "user", "content": text.format(city=city, number=number)},), (), ()))
+    return cases

@@ -1,0 +1,97 @@
+"""Plain chat for the demo corpus: requests that need no tool.
+
+What it is for: a handful of intents (greetings, thanks, what-can-you-do,
+requests outside the four tools) with training and held-out phrasings, the
+short thought the model has about them, and its answer.
+
+What it is not for: teaching knowledge. The model is a toy; out-of-scope
+requests get an honest refusal that lists what it can do.
+
+Why it is shaped so: a model trained only on tool calls calls a tool for
+everything. Chat turns -- some naming a city or a number without asking for
+weather or arithmetic -- teach it that a tool call is a decision.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from models.demo.corpus_values import TRAIN
+
+CAPABILITIES = "I can do arithmetic, look up the weather in a city, convert units and tell the local time"
+
+
+@dataclass(frozen=True)
+class Intent:
+    name: str
+    train: tuple[str, ...]
+    held_out: tuple[str, ...]
+    thoughts: tuple[str, ...]
+    answers: tuple[str, ...]
+
+
+INTENTS = (
+    Intent("greeting", ("Hello!", "Hi", "hey there", "Good morning!", "Hi, how's it going?", "Hello there.",
+                        "Good evening.", "yo"),
+           ("Greetings!", "Hey hey", "Howdy!", "Hello, anyone there?"),
+           ("The user is greeting me. No tool is needed; I'll greet them back.", "A greeting. I'll say hello."),
+           (f"Hello! {CAPABILITIES}. What would you like to know?", "Hi! How can I help you today?")),
+    Intent("how_are_you", ("How are you?", "How are you doing today?", "how's your day going?"),
+           ("Are you doing okay?", "How have you been?"),
+           ("A friendly question about me. No tool needed.",),
+           ("I'm doing well, thanks for asking! How can I help?",)),
+    Intent("capabilities", ("What can you do?", "What tools do you have?", "How can you help me?",
+                            "What are you able to help with?", "list your abilities"),
+           ("What sort of things can you do for me?", "Which functions can you use?", "What are your skills?"),
+           ("The user asks what I can do. I'll describe my four tools; no call is needed.",),
+           (f"{CAPABILITIES}. Just ask, for example: what's the weather in Paris?",
+            "I have four tools: a calculator, a weather lookup, a unit converter and a clock.")),
+    Intent("identity", ("Who are you?", "What are you?", "Are you a real person?", "What model are you?"),
+           ("Tell me about yourself.", "Are you human?"),
+           ("The user asks who I am. No tool needed.",),
+           ("I'm the tiny demo model that ships with anchorage, trained on synthetic conversations. "
+            f"{CAPABILITIES}; I'm not a general assistant.",)),
+    Intent("thanks", ("Thanks!", "Thank you so much.", "thanks, that helps", "Great, thank you!", "Perfect, thanks."),
+           ("Cheers, that was useful.", "Appreciate it!", "Thanks a bunch."),
+           ("The user is thanking me. Nothing to look up.",),
+           ("You're welcome!", "Glad I could help!")),
+    Intent("goodbye", ("Bye!", "See you later.", "Goodbye.", "That's all for now, bye."),
+           ("Catch you later!", "I'm done, farewell."),
+           ("The user is saying goodbye. No tool needed.",),
+           ("Goodbye! Have a great day.", "Bye! Come back any time.")),
+    Intent("out_of_scope", ("Can you book me a flight to {city}?", "Write a poem about the sea.",
+                            "What's the capital of France?", "Tell me a joke.", "Translate hello into Spanish.",
+                            "Recommend a restaurant in {city}.", "What's the population of {city}?",
+                            "Who won the football match yesterday?", "Send an email to my boss.",
+                            "Is {number} a prime number?", "How far is {city} from here?"),
+           ("Find me a hotel in {city}.", "Can you summarise this article for me?",
+            "What's the history of {city}?", "Set an alarm for 7 am.", "Play some music please."),
+           ("This isn't something my tools can do. I shouldn't call a tool; I'll explain what I can do.",
+            "None of my tools fits this request, so no tool call. I'll say so honestly."),
+           (f"Sorry, I can't help with that. {CAPABILITIES}.",
+            f"That's outside what I can do. {CAPABILITIES}.")),
+)
+
+
+def phrasings(intent: Intent, split: str) -> tuple[str, ...]:
+    return intent.train if split == TRAIN else intent.held_out
+
+
+def draw(rng: random.Random, split: str, city: str, number: str) -> tuple[str, str, str, str, list[str]]:
+    """(request, template id, thought, answer, values) for one chat turn of the split."""
+    intent = rng.choice(INTENTS)
+    options = phrasings(intent, split)
+    k = rng.randrange(len(options))
+    values = []
+    text = options[k]
+    if "{city}" in text:
+        values.append(f"city:{city.lower()}")
+    if "{number}" in text:
+        values.append(f"num:{number}")
+    text = text.format(city=city, number=number)
+    return text, f"chat.{intent.name}.{split}{k}", rng.choice(intent.thoughts), rng.choice(intent.answers), values
+
+
+# Invariant: no phrasing is in both splits.
+assert not {p for i in INTENTS for p in i.train} & {p for i in INTENTS for p in i.held_out}

@@ -1,0 +1,162 @@
+"""How synthetic users phrase requests, split into training and held-out templates.
+
+What it is for: request templates for each kind of conversation (one tool,
+two tools, plain chat). A request is a *core* (the sentence that carries the
+meaning, with `{slots}`) inside a *frame* (an optional greeting before and a
+courtesy after, plus a casing style). Its template id names all three.
+
+What it is not for: reasoning or answers (corpus_reasoning.py) or slot
+values (corpus_values.py).
+
+Why it is shaped so: the held-out split uses cores and frames that never
+occur in training, so a held-out template id is never a training template id
+and the held-out sentence is new text, while the words that carry meaning
+("times", "weather", "convert") are ones the model has seen -- a toy model
+cannot learn a word it was never shown.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from models.demo.corpus_values import HELD_OUT, TRAIN
+
+
+@dataclass(frozen=True)
+class Core:
+    id: str
+    text: str  # with {slots}
+    split: str
+    op: str | None = None  # arithmetic operator(s) a calc core means, e.g. "*" or "+*"
+
+
+def _cores(kind: str, train: list[str], held_out: list[str], ops: str | None = None) -> list[Core]:
+    out = [Core(f"{kind}.t{i}", text, TRAIN, ops) for i, text in enumerate(train)]
+    out += [Core(f"{kind}.h{i}", text, HELD_OUT, ops) for i, text in enumerate(held_out)]
+    return out
+
+
+WEATHER = _cores("weather", [
+    "What's the weather in {city}?", "How's the weather in {city} right now?",
+    "What is the weather like in {city} today?", "Tell me the weather for {city}.",
+    "weather in {city}", "{city} weather please", "How hot is it in {city}?",
+    "How cold is it in {city} at the moment?", "Is it raining in {city}?",
+    "What's the temperature in {city}?", "Give me the current conditions in {city}.",
+    "I'm flying to {city} tomorrow. What's the weather like there?",
+    "Do I need an umbrella in {city} today?", "Check the weather in {city}.",
+    "Current weather for {city}?", "What's it like outside in {city}?",
+], [
+    "Any idea what the weather is doing in {city}?", "Look up {city}'s weather for me.",
+    "My friend lives in {city}; how warm is it there?", "What are conditions like in {city}?",
+    "temperature {city} now", "Is it nice out in {city} today?",
+])
+
+TIME = _cores("time", [
+    "What time is it in {city}?", "What's the local time in {city}?",
+    "Current time in {city}?", "Tell me the time in {city}.", "time in {city}",
+    "What's the time over in {city} right now?", "Is it late in {city}? What time is it there?",
+    "I need to call someone in {city}. What time is it there?",
+    "Can you check the clock in {city}?", "What time is it now in {city}?",
+    "Give me the current time for {city}.", "{city} local time please",
+], [
+    "Do you know what time it is in {city}?", "What hour is it in {city} at the moment?",
+    "Time check for {city}?", "My sister is in {city}; is it late there? What's the time?",
+    "clock in {city} now",
+])
+
+CALC = (
+    _cores("add", ["What is {a} plus {b}?", "Add {a} and {b}.", "{a} + {b}", "What's the sum of {a} and {b}?",
+                   "Calculate {a} + {b}.", "How much is {a} plus {b}?", "{a} plus {b}"],
+           ["Work out {a} + {b} for me.", "If I add {a} to {b}, what do I get?"], "+")
+    + _cores("sub", ["What is {a} minus {b}?", "Subtract {b} from {a}.", "{a} - {b}", "Calculate {a} - {b}.",
+                     "How much is {a} minus {b}?", "What's {a} take away {b}?", "{a} minus {b}"],
+             ["Work out {a} - {b} for me.", "Take {b} away from {a}; what's left?"], "-")
+    + _cores("mul", ["What is {a} times {b}?", "Multiply {a} by {b}.", "{a} * {b}", "Calculate {a} * {b}.",
+                     "What's the product of {a} and {b}?", "How much is {a} multiplied by {b}?", "{a} times {b}"],
+             ["Work out {a} * {b} for me.", "If I multiply {a} by {b}, what do I get?"], "*")
+    + _cores("div", ["What is {a} divided by {b}?", "Divide {a} by {b}.", "{a} / {b}", "Calculate {a} / {b}.",
+                     "How much is {a} divided by {b}?", "What's {a} over {b}?", "{a} divided by {b}"],
+             ["Work out {a} / {b} for me.", "If I divide {a} by {b}, what do I get?"], "/")
+)
+
+CONVERT = _cores("convert", [
+    "Convert {v} {from} to {to}.", "How many {to} is {v} {from}?", "What is {v} {from} in {to}?",
+    "{v} {from} to {to}", "How many {to} are in {v} {from}?", "{v} {from} in {to} please",
+    "Can you convert {v} {from} into {to}?", "What's {v} {from} in {to}?",
+    "I have {v} {from}. How much is that in {to}?", "Please convert {v} {from} to {to}.",
+], [
+    "Express {v} {from} in {to}.", "Change {v} {from} into {to} for me.",
+    "{v} {from} equals how many {to}?", "I measured {v} {from}; what would that be in {to}?",
+])
+
+# Two-call requests. Each core says which plan it needs.
+WEATHER_DIFF = _cores("wdiff", [
+    "How much warmer is {c1} than {c2}?", "What's the temperature difference between {c1} and {c2}?",
+    "Compare the temperature in {c1} with {c2}: how many degrees apart are they?",
+    "By how many degrees does {c1} differ from {c2} right now?",
+], ["How many degrees separate {c1} and {c2} at the moment?",
+    "Find the temperature gap between {c1} and {c2}."])
+
+WEATHER_TWO = _cores("wtwo", [
+    "What's the weather in {c1} and {c2}?", "How's the weather in {c1} and in {c2}?",
+    "Weather for {c1} and {c2} please.", "Tell me the weather in both {c1} and {c2}.",
+], ["Check {c1} and {c2} for me: what's the weather in each?",
+    "I'm choosing between {c1} and {c2}. What's the weather in both?"])
+
+TIME_WEATHER = _cores("tw", [
+    "What time is it in {city}, and what's the weather there?", "Time and weather in {city}?",
+    "Tell me the local time and the weather in {city}.", "What's the time and the temperature in {city}?",
+], ["Before I call {city}, what's the time there and how's the weather?",
+    "Give me both the clock and the weather for {city}."])
+
+WEATHER_CONVERT = _cores("wconv", [
+    "What's the temperature in {city} in {to}?", "How warm is it in {city}, in {to}?",
+    "Give me the temperature in {city} converted to {to}.",
+], [])  # training only: every temperature unit is a training unit
+
+CALC_CHAIN = (
+    _cores("chain", ["Add {a} and {b}, then multiply the result by {c}.", "What is ({a} + {b}) * {c}?",
+                     "Take {a} plus {b} and multiply that by {c}."],
+           ["Sum {a} and {b}, and then multiply by {c}."], "+*")
+    + _cores("chain", ["Multiply {a} by {b}, then subtract {c}.", "What is {a} * {b} - {c}?",
+                       "Take {a} times {b} and subtract {c} from it."],
+             ["Compute {a} times {b}, then take away {c}."], "*-")
+    + _cores("chain", ["Subtract {b} from {a}, then divide the result by {c}.", "What is ({a} - {b}) / {c}?"],
+             ["Take {a} minus {b} and divide that by {c}."], "-/")
+)
+# Re-number chain cores so ids stay unique across the three groups.
+CALC_CHAIN = [Core(f"chain{c.op}.{c.id.split('.')[1]}", c.text, c.split, c.op) for c in CALC_CHAIN]
+
+PREFIXES = {TRAIN: ["", "", "", "Hi! ", "Hey, ", "Quick question: ", "Hello. ", "I was wondering: ",
+                    "Can you help? ", "Good morning. ", "Question for you: ", "Please help me. "],
+            HELD_OUT: ["", "Hiya! ", "Excuse me, ", "One more thing: ", "Sorry to bother you. ", "Okay, next: "]}
+SUFFIXES = {TRAIN: ["", "", "", " Thanks!", " Thank you.", " Thanks in advance.", " Cheers.", " Please."],
+            HELD_OUT: ["", " Much appreciated.", " Many thanks!", " That would help a lot."]}
+
+
+@dataclass(frozen=True)
+class Request:
+    text: str
+    template_id: str
+
+
+def frame(rng: random.Random, core: Core, slots: dict[str, str]) -> Request:
+    """Put a core into a frame of the core's split; the template id names core, frame and style."""
+    split = core.split
+    while True:
+        p = rng.randrange(len(PREFIXES[split]))
+        s = rng.randrange(len(SUFFIXES[split]))
+        # Held-out frames must differ from every training frame: not both empty.
+        if split == TRAIN or PREFIXES[split][p] or SUFFIXES[split][s]:
+            break
+    style = "lower" if rng.random() < 0.15 else "plain"
+    body = core.text.format(**slots)
+    prefix = PREFIXES[split][p]
+    if prefix and body[0].isupper() and not body.startswith(tuple(slots.values())):
+        body = body[0].lower() + body[1:]
+    text = prefix + body + SUFFIXES[split][s]
+    if style == "lower":
+        text = text.lower()
+    frame_id = f"{split}.p{p}.s{s}.{style}"
+    return Request(text, f"{core.id}|{frame_id}")

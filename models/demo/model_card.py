@@ -1,0 +1,89 @@
+"""The checkpoint's model card (checkpoint/README.md), written from recorded facts.
+
+What it is for: one place that says what the demo checkpoint is and is not,
+filled from `training.json` (written by train.py) and `evaluation.json`
+(written by evaluate_offline.py), so the figures in the card are the
+figures that were measured, never typed by hand.
+
+What it is not for: the package's documentation (MODEL_CARD.md next to this
+file describes the recipe; this card travels with the weights).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _evaluation_section(ev: dict | None) -> str:
+    if not ev:
+        return "Not evaluated yet: run `python -m models.demo.evaluate_offline`.\n"
+    rows = "\n".join(f"| {name} | {_pct(m['rate'])} | {m['passed']}/{m['total']} |" for name, m in ev["metrics"].items())
+    return (f"Greedy decoding with transformers `generate` on this bf16 checkpoint, over "
+            f"{ev['cases']} held-out cases (templates and values never seen in training):\n\n"
+            f"| metric | rate | passed |\n|---|---|---|\n{rows}\n\n"
+            f"Measured in {ev['seconds']:.0f} s with torch {ev['torch']}.\n")
+
+
+def write(out: Path) -> None:
+    tr = _load(out / "training.json") or {}
+    ev = _load(out / "evaluation.json")
+    cfg = tr.get("config", {})
+    early = " It stopped early at the wall-clock guard." if tr.get("stopped_early") else ""
+    text = f"""# anchorage demo model
+
+A **toy**: a {tr.get('parameters', 0) / 1e6:.1f}M-parameter Qwen3 trained from scratch in minutes on CPU,
+on synthetic conversations, to show anchorage's agent loop working out of the box. It thinks in
+`<think>`, calls one of four tools in Qwen3 hermes format (`<tool_call>{{"name": ..., "arguments": ...}}</tool_call>`),
+reads the `<tool_response>`, and answers with the value it was given.
+
+## What it is not
+
+- Not a general assistant: it knows nothing beyond its training templates. Ask anything else and
+  it says so (or gets it wrong).
+- Only these tools, with exactly these schemas: `calculate` (a, op, b), `get_weather` (city; a fixed demo
+  table in `models/demo/data/cities.json`, not real weather), `convert_units` (value, from_unit,
+  to_unit), `get_time` (city). The `tools` array is `configs/demo_tools.json`; other tools or schemas
+  will confuse it.
+- English only, short conversations (trained up to ~900 tokens).
+
+## Shape
+
+`Qwen3ForCausalLM`: {cfg.get('layers')} layers, hidden {cfg.get('hidden')}, {cfg.get('heads')} heads
+({cfg.get('kv_heads')} KV heads, head_dim {cfg.get('head_dim')}), MLP {cfg.get('intermediate')}, vocab
+{tr.get('vocab_size')} (byte-level BPE trained on the training corpus), tied embeddings, bf16 weights.
+**Windowed layers**: `use_sliding_window=true`, `sliding_window={cfg.get('window')}`, `max_window_layers=1`, so
+`layer_types` is full attention for layer 0 and a {cfg.get('window')}-token sliding window for every other
+layer. The thinking text restates the values a call needs every few dozen tokens, because most layers
+only see {cfg.get('window')} tokens back.
+
+Chat template (`chat_template.jinja`): Qwen3 style. The generation prompt opens `<think>\\n`
+(`enable_thinking=false` renders an empty closed block instead); assistant turns after the last user
+query keep their `reasoning_content`, so an agent loop that passes reasoning back re-renders exactly
+the tokens the model generated. EOS is `<|im_end|>`.
+
+## How it was trained
+
+`python -m models.demo.train --out models/demo/checkpoint --seed {tr.get('seed')}`: {tr.get('conversations')}
+synthetic conversations (seeded, `models/demo/corpus.py`), loss on assistant tokens only, AdamW
+(lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, cosine), {tr.get('steps')} steps of {cfg.get('rows')}
+conversations, fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms, then cast to bf16.
+Final training loss {tr.get('final_loss', 0):.4f}. Wall time {tr.get('wall_seconds', 0) / 60:.1f} min
+({tr.get('data_seconds')} s data and tokenizer, {tr.get('train_seconds')} s training,
+{tr.get('seconds_per_step')} s/step; load average {tr.get('load_average_at_end', 0):.1f} at the end, on a
+machine shared with other work).{early}
+
+## Offline evaluation
+
+{_evaluation_section(ev)}
+Rerun: `python -m models.demo.evaluate_offline --checkpoint models/demo/checkpoint`.
+"""
+    (out / "README.md").write_text(text)

@@ -1,0 +1,80 @@
+"""Byte-level BPE tokenizer for the demo model, trained on the training corpus.
+
+What it is for: `build_tokenizer(texts)` trains a Qwen2/3-style tokenizer
+(same pre-tokenizer regex: digits one by one, words with their leading
+space) on rendered training conversations and returns a
+`PreTrainedTokenizerFast` that `save_pretrained` writes and `AutoTokenizer`
+loads offline.
+
+What it is not for: held-out text. It is trained on the training split only,
+so held-out city names and unit words reach the model as pieces it must
+copy, not as whole tokens it has memorised.
+
+Why it is shaped so: markers are single ids, as in real Qwen3.
+`<|im_start|>`, `<|im_end|>`, `<|endoftext|>` are special (dropped by
+`skip_special_tokens`); `<think>`, `</think>`, `<tool_call>`,
+`</tool_call>`, `<tool_response>`, `</tool_response>` are added but not
+special, so they survive decoding and a reasoning or tool-call parser can
+see them. Markers are cut out of the training text so no merge learns them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+MARKER_TOKENS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
+EOS, PAD = "<|im_end|>", "<|endoftext|>"
+# Qwen2's pre-tokenizer split: contractions, words (with one leading non-letter), single digits,
+# punctuation runs, newlines, spaces.
+PRETOKENIZE_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                     r"\s*[\r\n]+|\s+(?!\S)|\s+")
+_MARKERS_RE = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + MARKER_TOKENS))
+
+
+def _without_markers(texts: Iterable[str]) -> Iterator[str]:
+    for text in texts:
+        yield from (piece for piece in _MARKERS_RE.split(text) if piece)
+
+
+def build_tokenizer(texts: Iterable[str], vocab_size: int = 3072, chat_template: str | None = None
+                    ) -> PreTrainedTokenizerFast:
+    """Train on `texts`; the result has exactly `vocab_size` ids (merges fill what markers leave)."""
+    tok = Tokenizer(models.BPE(byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(MARKER_TOKENS),
+        special_tokens=[AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=2,
+        show_progress=False,
+    )
+    tok.train_from_iterator(_without_markers(texts), trainer=trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKER_TOKENS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=EOS, pad_token=PAD, bos_token=None, unk_token=None,
+        model_max_length=4096, clean_up_tokenization_spaces=False, chat_template=chat_template,
+    )
+    check(fast)
+    return fast
+
+
+def check(tokenizer: PreTrainedTokenizerFast) -> None:
+    """Raise unless every marker is one id and only the three control tokens are special."""
+    for token in SPECIAL_TOKENS + MARKER_TOKENS:
+        ids = tokenizer.encode(f"x{token}y", add_special_tokens=False)
+        if len(tokenizer.encode(token, add_special_tokens=False)) != 1 or tokenizer.convert_tokens_to_ids(
+                token) not in ids:
+            raise ValueError(f"{token!r} is not a single id inside running text")
+    kept = tokenizer.decode(tokenizer.encode("".join(MARKER_TOKENS) + "<|im_end|>"), skip_special_tokens=True)
+    if kept != "".join(MARKER_TOKENS):
+        raise ValueError(f"skip_special_tokens should keep the markers and drop <|im_end|>, got {kept!r}")

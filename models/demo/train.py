@@ -1,0 +1,162 @@
+"""Train the built-in demo checkpoint from scratch, deterministically, on CPU.
+
+What it is for: `python -m models.demo.train --out models/demo/checkpoint
+[--seed 0] [--minutes 20]` generates the synthetic corpus, trains the
+tokenizer, trains a small windowed Qwen3 with a plain torch loop and saves a
+bf16 checkpoint that transformers and the anchorage server load offline.
+
+What it is not for: general pre-training. The corpus, the schedule and the
+size are tuned to one job: learn the four demo tools' agent loop in about a
+quarter of an hour on two CPU cores.
+
+Why it is shaped so: `transformers.Qwen3ForCausalLM` is the model, so the
+checkpoint is a real Qwen3 with `layer_types` (layer 0 full attention, the
+rest a 64-token window) -- the shape the server's window eviction exists
+for. The run is a fixed number of steps (not "until time is up") so the
+same seed gives the same weights on any machine; `--minutes` is only a
+guard that stops early and says so in the model card. Loss is on assistant
+tokens only (dataset.py), and the rows of a batch share the system turn,
+computed once (dataset.py explains why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+from models.demo import corpus, dataset, model_card, render, tokenizer_build
+
+DEFAULTS = dict(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=768, window=64,
+                steps=1400, rows=16, lr=3e-3, warmup=60, weight_decay=0.01, tokenizer_corpus=4000, threads=2)
+
+
+def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
+    return Qwen3Config(
+        vocab_size=vocab_size, hidden_size=cfg["hidden"], intermediate_size=cfg["intermediate"],
+        num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"], num_key_value_heads=cfg["kv_heads"],
+        head_dim=cfg["head_dim"], max_position_embeddings=4096, tie_word_embeddings=True,
+        # Qwen2/3 windowing: layers at index >= max_window_layers use the window; transformers turns
+        # this into layer_types = [full, sliding, sliding, ...].
+        use_sliding_window=True, sliding_window=cfg["window"], max_window_layers=1,
+        bos_token_id=None, eos_token_id=eos_ids[0], pad_token_id=pad_id,
+    )
+
+
+def _lr(step: int, cfg: dict) -> float:
+    if step < cfg["warmup"]:
+        return cfg["lr"] * (step + 1) / cfg["warmup"]
+    progress = (step - cfg["warmup"]) / max(1, cfg["steps"] - cfg["warmup"])
+    return cfg["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch) -> torch.Tensor:
+    rows = batch.ids.shape[0]
+    cache = None
+    if batch.prefix_ids.shape[1]:
+        # The shared system turn runs once; every row attends to its keys/values (gradients flow back).
+        cache = DynamicCache(config=model.config)
+        model.model(input_ids=batch.prefix_ids, cache=cache, use_cache=True)
+        cache.batch_repeat_interleave(rows)
+    hidden = model.model(input_ids=batch.ids, cache=cache, use_cache=cache is not None).last_hidden_state
+    trained = batch.labels != dataset.IGNORE
+    logits = model.lm_head(hidden[trained])  # [trained tokens, vocab]: the head only where there is a loss
+    return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
+
+
+def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
+    cfg = {**DEFAULTS, **overrides}
+    started = time.time()
+    torch.set_num_threads(cfg["threads"])
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    random.seed(seed)
+
+    convs = corpus.training_conversations(seed, cfg["steps"] * cfg["rows"] + 256)
+    rendered = [dataset.rendered(c) for c in convs]
+    tokenizer = tokenizer_build.build_tokenizer([text for text, _ in rendered[: cfg["tokenizer_corpus"]]],
+                                                chat_template=render.chat_template())
+    examples = [dataset.encode(text, spans, tokenizer) for text, spans in rendered]
+    batches = dataset.batches(examples, tokenizer, cfg["rows"], seed)
+    eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (tokenizer_build.EOS, tokenizer_build.PAD)]
+    config = model_config(len(tokenizer), eos_ids, tokenizer.pad_token_id, cfg)
+    model = Qwen3ForCausalLM(config)
+    params = sum(p.numel() for p in model.parameters())
+    prepared = time.time()
+    print(f"{len(convs)} conversations, {len(batches)} batches, vocab {len(tokenizer)}, {params:,} parameters, "
+          f"data ready in {prepared - started:.0f}s", flush=True)
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optim = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                               {"params": no_decay, "weight_decay": 0.0}], lr=cfg["lr"], betas=(0.9, 0.95))
+    model.train()
+    cpu_start = time.process_time()
+    losses, steps_done, stopped_early = [], 0, False
+    for step in range(cfg["steps"]):
+        if time.time() - started > minutes * 60:
+            stopped_early = True
+            print(f"stopping at step {step}: the {minutes}-minute guard is up", flush=True)
+            break
+        for group in optim.param_groups:
+            group["lr"] = _lr(step, cfg)
+        loss = _loss(model, batches[step % len(batches)])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        steps_done = step + 1
+        if step % 50 == 0 or step == cfg["steps"] - 1:
+            elapsed, cpu = time.time() - prepared, time.process_time() - cpu_start
+            print(f"step {step:5d}  loss {sum(losses[-50:]) / len(losses[-50:]):.4f}  lr {_lr(step, cfg):.2e}  "
+                  f"{elapsed / (step + 1):.2f}s/step  cpu {cpu / (step + 1):.2f}s/step  {elapsed:.0f}s", flush=True)
+    trained = time.time()
+    cpu = time.process_time() - cpu_start
+    facts = {
+        "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), "steps": steps_done,
+        "conversations": len(convs), "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
+        "stopped_early": stopped_early, "data_seconds": round(prepared - started, 1),
+        "train_seconds": round(trained - prepared, 1), "seconds_per_step": round((trained - prepared) / max(1, steps_done), 3),
+        # CPU seconds over threads: what the training would take on an idle machine (the wall time above
+        # includes waiting for a core when the machine is shared).
+        "cpu_seconds_per_step": round(cpu / max(1, steps_done), 3),
+        "idle_estimate_train_seconds": round(cpu / cfg["threads"], 1),
+        "load_average_at_end": os.getloadavg()[0], "torch": torch.__version__,
+    }
+    save(model, tokenizer, eos_ids, out, facts, started)
+    return facts
+
+
+def save(model, tokenizer, eos_ids: list[int], out: Path, facts: dict, started: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16)
+    model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tokenizer.pad_token_id,
+                                               do_sample=False)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    facts["wall_seconds"] = round(time.time() - started, 1)
+    (out / "training.json").write_text(json.dumps(facts, indent=2) + "\n")
+    model_card.write(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("models/demo/checkpoint"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, default=20.0, help="wall-clock guard; stops early if exceeded")
+    parser.add_argument("--steps", type=int, default=DEFAULTS["steps"])
+    args = parser.parse_args()
+    facts = train(args.out, seed=args.seed, minutes=args.minutes, steps=args.steps)
+    print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
+
+
+if __name__ == "__main__":
+    main()

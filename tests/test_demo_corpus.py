@@ -1,0 +1,156 @@
+"""The demo model's synthetic corpus: determinism, an honest held-out split, template fidelity, real tools."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from models.demo import corpus, corpus_values, tools
+from models.demo.parse import parse_turn
+from models.demo.render import render, trained_spans
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def training():
+    return corpus.training_conversations(seed=3, count=1500)
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    return corpus.held_out_cases()
+
+
+def test_the_corpus_is_a_pure_function_of_its_seed():
+    a = corpus.training_conversations(seed=11, count=60)
+    b = corpus.training_conversations(seed=11, count=60)
+    c = corpus.training_conversations(seed=12, count=60)
+    assert [x.messages for x in a] == [x.messages for x in b]
+    assert [x.messages for x in a] != [x.messages for x in c]
+    assert corpus.held_out_cases() == corpus.held_out_cases()
+
+
+def test_held_out_requests_share_no_template_id_and_no_value_with_training(training, held_out):
+    train_templates = {t for conv in training for t in conv.template_ids}
+    train_values = {v for conv in training for v in conv.values}
+    train_requests = {m["content"].lower() for conv in training for m in conv.messages if m["role"] == "user"}
+    assert len(train_values) > 500  # the check below is only meaningful over a varied sample
+    for case in held_out:
+        assert case.template_id not in train_templates, case.case_id
+        assert not set(case.values) & train_values, case.case_id
+        assert case.messages[0]["content"].lower() not in train_requests, case.case_id
+
+
+def test_every_value_is_drawn_from_its_own_split(training, held_out):
+    def split_of(value: str) -> str:
+        kind, text = value.split(":", 1)
+        if kind == "num":
+            return corpus_values.number_split(text)
+        if kind == "unit":
+            return next(u.split for u in tools.units.UNITS if u.name == text)
+        row = tools.city_table().get(text)
+        return corpus_values.city_split(row["city"]) if row else corpus_values.TRAIN  # made-up names: training
+    assert all(split_of(v) == corpus_values.TRAIN for conv in training for v in conv.values)
+    assert all(split_of(v) == corpus_values.HELD_OUT for case in held_out for v in case.values)
+
+
+def test_there_are_at_least_a_hundred_held_out_tool_requests_and_some_plain_chat(held_out):
+    tool_cases = [c for c in held_out if c.steps]
+    assert len(tool_cases) >= 100
+    assert {"weather", "time", "calculate", "convert"} <= {c.kind for c in tool_cases}
+    assert any(len(c.steps) == 2 for c in tool_cases)  # sequential: the second call uses the first result
+    assert any(len(c.steps[0].calls) == 2 for c in tool_cases)  # two calls in one turn
+    assert sum(1 for c in held_out if not c.steps) >= 15
+    assert all(c.answer_must_contain for c in tool_cases)
+
+
+def test_every_rendered_training_sample_round_trips_through_the_template(training):
+    """Parse each trained assistant turn out of the rendered text, send it back, and get the same text."""
+    for conv in training[:200]:
+        text, spans = trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning)
+        assistant = [i for i, m in enumerate(conv.messages) if m["role"] == "assistant"][-len(spans):]
+        rebuilt = [dict(m) for m in conv.messages]
+        for i, (start, end) in zip(assistant, spans):
+            if i in conv.untrained_reasoning:
+                continue
+            turn = parse_turn(text[start:end], thinking=conv.enable_thinking)
+            original = conv.messages[i]
+            assert turn.reasoning == original["reasoning_content"].strip("\n")
+            assert turn.content == original["content"]
+            assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+                (t["function"]["name"], t["function"]["arguments"]) for t in original.get("tool_calls", [])]
+            rebuilt[i] = turn.message()
+        assert render(rebuilt, conv.tools, enable_thinking=conv.enable_thinking) == text
+
+
+def test_training_targets_are_assistant_turns_after_the_last_query_only(training):
+    conv = next(c for c in training if c.untrained_reasoning and len(c.messages) > 4)
+    text, spans = trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning)
+    for start, end in spans:
+        assert text[end - len("<|im_end|>"):end] == "<|im_end|>"
+        assert "<|im_start|>" not in text[start:end] and "<tool_response>" not in text[start:end]
+    # The thought cut short (as by a reasoning budget) is context: its target starts after </think>.
+    first_start = spans[0][0]
+    assert text[first_start - len("</think>"):first_start] == "</think>"
+
+
+def test_generation_prompts_follow_qwen3_thinking_conventions():
+    messages = [{"role": "user", "content": "hi"}]
+    assert render(messages, tools.TOOLS, add_generation_prompt=True).endswith("<|im_start|>assistant\n<think>\n")
+    assert render(messages, tools.TOOLS, add_generation_prompt=True, enable_thinking=False).endswith(
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    text = render(messages, tools.TOOLS)
+    assert "<tools>\n" + json.dumps(tools.TOOLS[0]) in text
+
+
+def test_older_turns_lose_their_reasoning_and_tool_results_are_user_turns():
+    call = {"role": "assistant", "content": "", "reasoning_content": "old thought", "tool_calls": [
+        {"type": "function", "function": {"name": "get_time", "arguments": '{"city": "Oslo"}'}}]}
+    messages = [{"role": "user", "content": "time in Oslo"}, call, {"role": "tool", "content": "{}"},
+                {"role": "assistant", "content": "It's noon.", "reasoning_content": "r"},
+                {"role": "user", "content": "thanks"}]
+    text = render(messages, tools.TOOLS)
+    assert "old thought" not in text
+    assert '<tool_call>\n{"name": "get_time", "arguments": {"city": "Oslo"}}\n</tool_call>' in text
+    assert "<|im_start|>user\n<tool_response>\n{}\n</tool_response><|im_end|>" in text
+
+
+def test_the_shipped_tools_config_is_the_schema_the_model_is_trained_on():
+    shipped = json.loads((ROOT / "configs" / "demo_tools.json").read_text())
+    assert shipped == tools.TOOLS
+
+
+def test_numbers_render_in_json_exactly_as_the_user_typed_them():
+    rng = random.Random(5)
+    for split in (corpus_values.TRAIN, corpus_values.HELD_OUT):
+        for _ in range(500):
+            text = corpus_values.draw_number(rng, split)
+            assert json.dumps(corpus_values.as_json_number(text)) == text
+
+
+def test_held_out_cases_expect_what_the_real_tools_return(held_out):
+    for case in held_out:
+        for step in case.steps:
+            for call, result in zip(step.calls, step.results):
+                if call.name != "get_time":  # time depends on the moment; checked below
+                    assert tools.execute(call.name, call.arguments) == result
+
+
+def test_the_tools_compute_real_results():
+    assert json.loads(tools.execute("calculate", {"a": 37, "op": "*", "b": 12.5})) == {"result": 462.5}
+    assert "error" in json.loads(tools.execute("calculate", {"a": 1, "op": "/", "b": 0}))
+    assert json.loads(tools.execute("convert_units", {"value": 100, "from_unit": "C", "to_unit": "fahrenheit"}))[
+        "result"] == 212
+    assert json.loads(tools.execute("convert_units", '{"value": 5, "from_unit": "miles", "to_unit": "km"}'))[
+        "result"] == 8.0467
+    assert "error" in json.loads(tools.execute("convert_units", {"value": 1, "from_unit": "kg", "to_unit": "km"}))
+    oslo = json.loads(tools.execute("get_weather", {"city": "oslo"}))
+    assert oslo["city"] == "Oslo" and isinstance(oslo["temperature_c"], int)
+    assert "error" in json.loads(tools.execute("get_weather", {"city": "Atlantis"}))
+    noon_utc = datetime(2025, 1, 15, 12, 0, tzinfo=timezone.utc)
+    assert tools.get_time("Tokyo", now=noon_utc) == {"city": "Tokyo", "time": "21:00", "day": "Wednesday"}
