@@ -60,6 +60,7 @@ class SchedulerCounters:
     anchors_dropped: int = 0
     window_pages_released: int = 0
     cache_hit_tokens: int = 0
+    anchor_reused_tokens: int = 0  # prompt tokens reused through a previous turn's anchor
 
 
 class BatchScheduler:
@@ -96,6 +97,8 @@ class BatchScheduler:
         elif seq in self.waiting:
             self.waiting.remove(seq)
         self.alloc.cache_prefix(seq, seq.num_computed)
+        if seq.anchor.anchor_len is not None:
+            self.alloc.cache.mark_anchor(seq.all_ids, seq.anchor.anchor_len)
         self.alloc.free(seq)
         seq.status = SeqStatus.FINISHED
         seq.finish_reason = reason
@@ -174,6 +177,8 @@ class BatchScheduler:
             if seq.num_cached_prompt < 0:
                 seq.num_cached_prompt = min(match.tokens, len(seq.prompt_ids))
                 self.counters.cache_hit_tokens += seq.num_cached_prompt
+                if match.through_anchor:
+                    self.counters.anchor_reused_tokens += seq.num_cached_prompt
             self.waiting.remove(seq)
             seq.status = SeqStatus.RUNNING
             self.running.append(seq)

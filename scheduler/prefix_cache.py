@@ -38,6 +38,7 @@ class Node:
     window_page: int | None
     depth: int  # pages from the root, this one included
     last_used: int = 0
+    anchor: bool = False  # a finished turn opened its first tool call in this span
     children: dict[tuple[int, ...], "Node"] = field(default_factory=dict)
 
 
@@ -48,6 +49,7 @@ class Match:
     tokens: int
     full_pages: list[int]
     window_pages: list[int | None]  # None where a tombstone or outside the window
+    through_anchor: bool = False  # the prefix reaches a previous turn's anchor
 
 
 class PrefixCache:
@@ -99,7 +101,22 @@ class PrefixCache:
         if self.win is not None:
             first_needed = max(0, k * self.page - self.window + 1) // self.page if k else 0
             window = [n.window_page if i >= first_needed else None for i, n in enumerate(path[:k])]
-        return Match(k * self.page, full, window)
+        # Reaching the span that holds an opener counts: the last page of a
+        # prompt is never matched whole (its last token is recomputed).
+        return Match(k * self.page, full, window, k > 0 and any(n.anchor for n in path[:k + 1]))
+
+    def mark_anchor(self, tokens: list[int], anchor_len: int) -> bool:
+        """Remember that a turn's anchor (sequence length at its tool-call opener) lies in `tokens`' path.
+
+        The node whose span holds the opener is marked; a later match through
+        it is counted as reuse at an anchor. False when that span is not cached.
+        """
+        index = (anchor_len - 1) // self.page
+        path = self._walk(tokens, index + 1)
+        if len(path) <= index:
+            return False
+        path[index].anchor = True
+        return True
 
     def path_pages(self, tokens: list[int], whole_window: bool = False) -> Match:
         """The cached pages of the whole path of `tokens`.

@@ -35,7 +35,7 @@ class EngineCollector:
         yield _counter("anchors_set_total", "Tool-call anchors set", s.anchors_set)
         yield _counter("anchors_dropped_total", "Anchors dropped after the cursor drifted", s.anchors_dropped)
         yield _counter("anchor_reused_tokens_total", "Prompt tokens reused at or beyond a previous turn's anchor",
-                       getattr(s, "anchor_reused_tokens", 0))
+                       s.anchor_reused_tokens)
         yield _counter("window_pages_released_total", "Window-group pages released by slides", s.window_pages_released)
         yield _gauge("requests_processing", "Sequences running", engine.num_running)
         yield _gauge("requests_deferred", "Sequences waiting", engine.num_waiting)

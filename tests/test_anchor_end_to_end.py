@@ -70,6 +70,8 @@ def two_turns(path, anchors: bool):
         # The harness rewrites the call and appends the tool's result.
         prompt2 = prompt1 + filler + [opener] + [(3 * j) % 300 + 41 for j in range(30)]
         out2, stats2 = turn(engine, "t2", prompt2, 10)
+        reused_at_anchor = engine.scheduler.counters.anchor_reused_tokens
+        assert reused_at_anchor == (stats2.cached_tokens if anchors else 0)
         return anchor, stats2.cached_tokens, out2, prompt2
     finally:
         engine.shutdown()
