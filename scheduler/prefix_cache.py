@@ -101,9 +101,10 @@ class PrefixCache:
         if self.win is not None:
             first_needed = max(0, k * self.page - self.window + 1) // self.page if k else 0
             window = [n.window_page if i >= first_needed else None for i, n in enumerate(path[:k])]
-        # Reaching the span that holds an opener counts: the last page of a
-        # prompt is never matched whole (its last token is recomputed).
-        return Match(k * self.page, full, window, k > 0 and any(n.anchor for n in path[:k + 1]))
+        # Reaching the span that holds an opener counts even when that span is
+        # not matched: the next turn diverges right after the opener, inside it.
+        reached = k > 0 and (any(n.anchor for n in path[:k]) or any(c.anchor for c in path[k - 1].children.values()))
+        return Match(k * self.page, full, window, reached)
 
     def mark_anchor(self, tokens: list[int], anchor_len: int) -> bool:
         """Remember that a turn's anchor (sequence length at its tool-call opener) lies in `tokens`' path.
