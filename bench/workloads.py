@@ -1,0 +1,106 @@
+"""The requests each workload sends, from fixed seeds, and their sizes per mode.
+
+Prompts are text made of whole-word vocabulary pieces of the benchmark
+tokenizer (each word one token under its Qwen2 split rule), cut to an exact
+token count, so every peer -- each tokenizing the text itself -- sees the
+same prompt length; the servers' `usage.prompt_tokens` confirms it in the
+report. Repeat r of a workload uses seed + r: repeats differ, so no repeat
+is served from a prefix cache warmed by the one before, and every peer gets
+the same repeat r.
+
+Not for: sending (bench.loadgen) or shaping per peer (bench.peers).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Req:
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    name: str
+    title: str
+    streams: int
+    prompt_range: tuple[int, int]
+    output_range: tuple[int, int]
+    seed: int
+
+
+@dataclass(frozen=True)
+class Sizes:
+    repeats: int
+    single: LoadSpec
+    c8: LoadSpec
+    c32: LoadSpec
+    agent_turns: int
+    agent_think: int  # tokens generated before the tool-call opener
+    agent_args: int  # tokens after it (the call's arguments)
+    agent_result: int  # tool result tokens appended by the harness
+    agent_system: int  # first prompt
+    slot_prefix: int
+
+
+FULL = Sizes(
+    repeats=3,
+    single=LoadSpec("single", "single stream", 1, (32, 32), (128, 128), 1000),
+    c8=LoadSpec("c8", "8 concurrent streams", 8, (32, 512), (32, 128), 2000),
+    c32=LoadSpec("c32", "32 concurrent streams", 32, (32, 256), (16, 96), 3000),
+    agent_turns=10, agent_think=200, agent_args=300, agent_result=64, agent_system=256,
+    slot_prefix=4096,
+)
+SHORT = Sizes(
+    repeats=1,
+    single=LoadSpec("single", "single stream", 1, (16, 16), (8, 8), 1000),
+    c8=LoadSpec("c8", "8 concurrent streams", 8, (8, 64), (2, 6), 2000),
+    c32=LoadSpec("c32", "32 concurrent streams", 32, (8, 32), (2, 4), 3000),
+    agent_turns=3, agent_think=150, agent_args=150, agent_result=16, agent_system=64,
+    slot_prefix=1024,
+)
+
+
+@lru_cache(maxsize=4)
+def tokenizer(model_dir: Path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+
+
+@lru_cache(maxsize=4)
+def _words(model_dir: Path) -> tuple[str, ...]:
+    """Vocabulary pieces that are a space and letters, and encode back to themselves alone."""
+    tok = tokenizer(model_dir)
+    out = []
+    for piece, idx in tok.get_vocab().items():
+        text = tok.decode([idx])
+        if re.fullmatch(r" [A-Za-z]{2,}", text) and tok.encode(text).ids == [idx]:
+            out.append(text)
+    if len(out) < 20:
+        raise ValueError(f"{model_dir}: too few whole-word tokens ({len(out)}) to build prompts")
+    return tuple(sorted(out))
+
+
+def make_prompt(model_dir: Path, n_tokens: int, rng: random.Random) -> tuple[str, int]:
+    words = _words(model_dir)
+    text = "".join(rng.choice(words) for _ in range(n_tokens))
+    ids = tokenizer(model_dir).encode(text).ids
+    return text, len(ids)
+
+
+def load_requests(model_dir: Path, spec: LoadSpec, repeat: int) -> list[Req]:
+    rng = random.Random(spec.seed + repeat)
+    reqs = []
+    for _ in range(spec.streams):
+        text, n = make_prompt(model_dir, rng.randint(*spec.prompt_range), rng)
+        reqs.append(Req(text, n, rng.randint(*spec.output_range)))
+    return reqs
