@@ -29,5 +29,9 @@ test: $(STAMP)
 serve: $(STAMP)
 	$(VENV)/bin/anchorage serve $(SERVE_ARGS)
 
+# Retrain the built-in demo model (deterministic from its seed, ~15-20 min on 2 cores).
+demo-model: $(STAMP)
+	$(PY) -m models.demo.train --out models/demo/checkpoint
+
 clean:
 	rm -rf $(VENV) tests/.checkpoints bench/.work

@@ -12,6 +12,7 @@ live in `server/runtime.py`'s `RuntimeInfo`.
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -85,6 +86,9 @@ class ServeSettings(BaseSettings):
         return tuple(sources)
 
 
+DEMO_CONFIG = Path(str(resources.files("configs") / "demo.toml"))
+
+
 class _ConfigFile:
     """The --config path seen before parsing (the source list is built before flags are read)."""
 
@@ -107,4 +111,10 @@ def parse_serve_args(argv: list[str]) -> ServeSettings:
             _CONFIG_FILE.value = arg.split("=", 1)[1]
     if _CONFIG_FILE.value and not Path(_CONFIG_FILE.value).is_file():
         raise FileNotFoundError(f"--config {_CONFIG_FILE.value}: no such file")
-    return CliApp.run(ServeSettings, cli_args=argv)
+    settings = CliApp.run(ServeSettings, cli_args=argv)
+    if settings.model is None and settings.config is None and not os.environ.get("ANCHORAGE_CONFIG"):
+        # The built-in demo model comes with its own defaults (configs/demo.toml).
+        _CONFIG_FILE.value = str(DEMO_CONFIG)
+        settings = CliApp.run(ServeSettings, cli_args=argv)
+        _CONFIG_FILE.value = None
+    return settings

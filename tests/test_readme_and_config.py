@@ -25,3 +25,15 @@ def test_the_shipped_server_config_parses_and_flags_override_it():
     settings = parse_serve_args(["--config", str(ROOT / "configs" / "server.toml"), "--port", "9001"])
     assert settings.port == 9001
     assert settings.page_size == 16 and settings.anchors is True
+
+
+def test_serving_the_demo_model_takes_the_demo_defaults_and_flags_still_win():
+    settings = parse_serve_args(["--port", "9002"])
+    assert settings.model is None and settings.served_model_name == "anchorage-demo"
+    assert settings.swa_eviction_interval == 8 and settings.port == 9002
+    assert parse_serve_args(["--swa-eviction-interval", "32"]).swa_eviction_interval == 32
+
+
+def test_a_local_model_does_not_take_the_demo_defaults(tmp_path):
+    settings = parse_serve_args(["--model", str(tmp_path)])
+    assert settings.served_model_name is None and settings.swa_eviction_interval == 128
