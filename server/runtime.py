@@ -53,32 +53,42 @@ class RuntimeInfo:
 
 
 def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
+    """Pages per group. Defaults share one byte budget (DEFAULT_KV_BYTES).
+
+    The window group gets what its floor needs plus one prefill chunk and as
+    much again for cached windows, but never more than half the budget: a
+    windowed layer holds a window, not a history, so extra window pages only
+    serve the prefix cache. The full group gets the rest of the budget, and
+    at least one `max_model_len` sequence.
+    """
     page = s.page_size
     pages: dict[str, int] = {}
-    full_layers = bool(spec.full_layers)
-    if full_layers:
-        tokens = s.kv_cache_tokens or max(max_len + page, min(1 << 20, DEFAULT_KV_BYTES // bytes_per_token["full"]))
+    budget = DEFAULT_KV_BYTES
+    if spec.windowed_layers:
+        window = spec.sliding_window
+        floor = swa_pool_floor(s.max_num_seqs, window, page, s.swa_eviction_interval, s.anchors)
+        if s.swa_pool_tokens is not None:
+            short = swa_pool_shortfall(s.swa_pool_tokens, s.max_num_seqs, window, page, s.swa_eviction_interval,
+                                       s.anchors)
+            if short:
+                raise CheckpointError(short)
+            tokens = s.swa_pool_tokens
+        elif spec.full_layers:
+            need = floor + s.max_batched_tokens + 2 * page
+            tokens = max(need, min(2 * need, budget // 2 // bytes_per_token["window"]))
+        else:  # every layer windowed (Mistral): this is the whole pool
+            tokens = max(floor + s.max_batched_tokens + 2 * page,
+                         min(1 << 20, budget // bytes_per_token["window"]))
+        pages["window"] = -(-tokens // page)
+        budget = max(0, budget - pages["window"] * page * bytes_per_token["window"])
+    if spec.full_layers:
+        tokens = s.kv_cache_tokens or max(max_len + page, min(1 << 20, budget // bytes_per_token["full"]))
         if tokens < max_len + page:
             raise CheckpointError(
                 f"--kv-cache-tokens {tokens} cannot hold one sequence of --max-model-len {max_len} "
                 f"(needs at least {max_len + page}); raise --kv-cache-tokens or lower --max-model-len"
             )
         pages["full"] = -(-tokens // page)
-    if spec.windowed_layers:
-        window = spec.sliding_window
-        floor = swa_pool_floor(s.max_num_seqs, window, page, s.swa_eviction_interval, s.anchors)
-        if s.swa_pool_tokens is not None:
-            short = swa_pool_shortfall(s.swa_pool_tokens, s.max_num_seqs, window, page, s.swa_eviction_interval, s.anchors)
-            if short:
-                raise CheckpointError(short)
-            tokens = s.swa_pool_tokens
-        else:
-            tokens = floor + s.max_batched_tokens + 2 * page
-            if full_layers:
-                tokens = max(tokens, pages["full"] * page // 4)
-            else:  # every layer windowed (Mistral): this is the whole pool
-                tokens = max(tokens, min(1 << 20, DEFAULT_KV_BYTES // bytes_per_token["window"]))
-        pages["window"] = -(-tokens // page)
     return pages
 
 
