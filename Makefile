@@ -33,5 +33,11 @@ serve: $(STAMP)
 demo-model: $(STAMP)
 	$(PY) -m models.demo.train --out models/demo/checkpoint
 
+# Builds the Dockerfile and runs the image with a tiny checkpoint on a private
+# dockerd (docker/check.sh; installs docker.io and debootstrap when missing,
+# needs root). Several minutes the first time, about a minute once cached.
+docker-check: $(STAMP)
+	DOCKER_CHECK_PYTHON=$(abspath $(PY)) docker/check.sh
+
 clean:
 	rm -rf $(VENV) tests/.checkpoints bench/.work
