@@ -188,7 +188,9 @@ class LlamaCppPython(_LlamaBase):
         self.no_eos = _special_ids(model_dir)
         argv = [str(self.lc.python), "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                 "--port", str(port), "--n_ctx", str(profile.ctx_per_seq), "--n_threads", str(profile.threads),
-                "--n_threads_batch", str(profile.threads), "--n_batch", "512"]
+                "--n_threads_batch", str(profile.threads), "--n_batch", "512",
+                # Its default lets a new request cut off the one streaming; queue them instead.
+                "--interrupt_requests", "False"]
         with servers.running("llama-cpp-python", argv, port, health="/v1/models") as base:
             yield base
 

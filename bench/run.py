@@ -126,7 +126,7 @@ def main(argv=None) -> None:
 
         torch.set_num_threads(args.threads)
         hf_model = hf_generate.load(model)
-    for repeat in range(sizes.repeats):
+    for repeat in range(sizes.repeats if specs else 0):
         for peer in [p for p in peers if p.name not in unavailable]:
             try:
                 _load_round(peer, model, sizes, specs, repeat, runs, notes, args.threads)
@@ -156,7 +156,8 @@ def main(argv=None) -> None:
         for peer in [p for p in peers if p.supports_slots and p.name not in unavailable]:
             for repeat in range(sizes.repeats):
                 try:
-                    rows.setdefault(peer.name, []).append(slot_http.run(peer, model, sizes.slot_prefix, repeat, args.threads))
+                    row = slot_http.run(peer, model, sizes.slot_prefix, repeat, args.threads)
+                    rows.setdefault(peer.name, []).append(row)
                     print(f"[bench] slots {peer.name}: {rows[peer.name][-1]}", flush=True)
                 except PeerUnavailable as exc:
                     unavailable[f"{peer.name} (slots)"] = str(exc)
