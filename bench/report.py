@@ -89,17 +89,20 @@ def slot_table(rows: dict[str, list[dict]]) -> list[str]:
             ("ttft_after_restore_s", "TTFT after restore (s)"), ("speedup", "prefill / restore")]
     lines = ["| peer | " + " | ".join(t for _, t in keys) + " | cached after restore | file MiB | repeats |",
              "|---" * (len(keys) + 4) + "|"]
+    meds = {peer: {k: _median(r.get(k) for r in runs) for k, _ in keys} for peer, runs in rows.items()}
+    base = meds.get(ANCHORAGE)
     for peer, runs in rows.items():
-        med = {k: _median(r.get(k) for r in runs) for k, _ in keys}
+        med = meds[peer]
         cached = _median(r.get("cached_after") for r in runs)
         mib = _median(r.get("file_bytes", math.nan) / 2**20 for r in runs)
-        cells = [format(med[k], ".2f") + ("x" if k == "speedup" else "") if not math.isnan(med[k]) else "n/a" for k, _ in keys]
+        cells = [_cell(med[k], None if base is None or peer == ANCHORAGE else base[k], ".2f") for k, _ in keys]
         lines.append(f"| {peer} | " + " | ".join(cells) + f" | {cached:.0f} | {mib:.0f} | {len(runs)} |")
     return lines
 
 
 def write(path: Path, *, mode: str, started: float, load_start: str, versions: dict[str, str], checkpoint: str,
-          unavailable: dict[str, str], sections: list[tuple[str, str, list[str]]], closing: list[str]) -> None:
+          unavailable: dict[str, str], sections: list[tuple[str, str, list[str]]], peers_text: list[str],
+          closing: list[str]) -> None:
     out = ["# Benchmarks", "",
            f"Written by `python -m bench.run{' --short' if mode == 'short' else ''}` (`make bench`) on "
            f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}, in {(time.time() - started) / 60:.0f} min. "
@@ -109,7 +112,9 @@ def write(path: Path, *, mode: str, started: float, load_start: str, versions: d
            f"- load average (1/5/15 min) at start: {load_start}; at end: {load_average()}. The machine is shared "
            "with other jobs, so timings are noisy: read ratios, and small differences, with care.", "",
            "## Versions", "", *[f"- {k}: {v}" for k, v in versions.items()], "",
-           "## Checkpoint", "", checkpoint, ""]
+           "## Checkpoint", "", checkpoint, "",
+           "## Peers", "", "Each serves on 127.0.0.1 and is sent streamed `/v1/completions` requests with text "
+           "prompts, greedy, a fixed number of new tokens, EOS ignored (each in its own spelling).", "", *peers_text, ""]
     if unavailable:
         out += ["## Peers that could not run", ""]
         out += [f"- **{peer}**: {why.strip().splitlines()[0] if why.strip() else 'unknown'}" for peer, why in unavailable.items()]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -37,6 +39,17 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 LOAD = ("single", "c8", "c32")
 WORKLOADS = (*LOAD, "agent", "slots")
 GENERATE = "transformers generate (in-process)"
+PEERS_TEXT = [
+    "- **anchorage**: `anchorage serve --dtype bfloat16 --max-num-seqs 32 --threads N`; continuous batching, "
+    "paged KV, prefix cache.",
+    "- **transformers serve**: `transformers serve MODEL --continuous-batching --device cpu --dtype bfloat16`, "
+    "`OMP_NUM_THREADS=N`; EOS is disabled per request through `generation_config`.",
+    "- **llama.cpp server**: `llama-server -np 32 --kv-unified -t N -tb N`, built from the llama.cpp source "
+    "vendored in the llama-cpp-python sdist; bf16 GGUF from llama.cpp's `convert_hf_to_gguf.py`.",
+    "- **llama-cpp-python server**: `python -m llama_cpp.server --n_threads N --interrupt_requests False`; it "
+    "serves one request at a time (no batching across requests), so concurrent streams queue.",
+    f"- **{GENERATE}**: `model.generate` on left-padded static batches in the benchmark process.",
+]
 
 
 def _check(peer: str, reqs, results, notes: dict) -> None:
@@ -85,6 +98,15 @@ def _generate_round(hf_model, model, specs, repeat, runs) -> None:
         runs.setdefault(spec.name, {}).setdefault(GENERATE, []).append(summarize(results, wall))
         s = runs[spec.name][GENERATE][-1]
         print(f"[bench] round {repeat + 1} {spec.name:6s} {GENERATE:28s} {s.tok_per_s:8.2f} tok/s", flush=True)
+
+
+def _profile(threads: int) -> tuple[str, str, list[str]]:
+    """bench.profile_step in a child process (its own profilers, its own torch threads)."""
+    cmd = [sys.executable, "-m", "bench.profile_step", "--threads", str(threads), "--new-tokens", "16"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    text = out.stdout.strip() if out.returncode == 0 else f"profile failed (exit {out.returncode}):\n{out.stderr[-2000:]}"
+    return ("Where anchorage's time goes", f"`{' '.join(cmd[1:])}`: one stream, 16 decode steps of anchorage's engine "
+            "under cProfile and torch.profiler.", ["```", text, "```"])
 
 
 def main(argv=None) -> None:
@@ -180,19 +202,25 @@ def main(argv=None) -> None:
                 f"the first, eviction interval {spec.interval}). {spec.turns} turns; each generates {spec.think} "
                 f"tokens, the tool-call opener, {spec.args} argument tokens; the next prompt is the previous one + "
                 f"the tokens up to and including the opener + {spec.result} tool-result tokens. `computed` is prompt "
-                "tokens minus the engine's cached tokens. Only anchorage has anchors; no peer is compared here.",
+                "tokens minus the engine's cached tokens. The turns are scripted (a logit processor forces a seeded "
+                "token sequence with the opener at its step; the model still runs every step), so both settings "
+                "see identical prompts. No peer appears: none has anchors, llama.cpp's Qwen3 graph has no sliding "
+                "window (it would run this checkpoint with full attention on every layer, keeping all KV), and "
+                "over HTTP no peer can be made to emit a scripted sequence.",
                 agent_trace.table(on, off)))
         except Exception as exc:  # report, do not lose the other tables
             unavailable["anchorage (agent trace)"] = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
 
+    if "anchorage" not in unavailable and any(p.name == "anchorage" for p in peers):
+        sections.append(_profile(args.threads))
     versions["threads per peer"] = f"{args.threads} (of {cores()} cores)"
     report.write(args.out, mode="short" if args.short else "full", started=started, load_start=load_start,
                  versions=versions, unavailable=unavailable, sections=sections,
                  checkpoint=(f"`{model.name}`: random bf16 weights of Qwen3-0.6B's shape (hidden 1024, 28 layers, "
                              "16 heads, 8 KV heads, head_dim 128, vocab 151936), the tiny Qwen tokenizer padded to the "
                              "full vocabulary (bench/vocab.py); llama.cpp peers read its bf16 GGUF conversion."),
-                 closing=[])
+                 peers_text=PEERS_TEXT, closing=[])
     print(f"[bench] wrote {args.out}", flush=True)
 
 

@@ -51,11 +51,13 @@ class Sizes:
     slot_prefix: int
 
 
+# Sized for a 2-core machine: the slowest peers (static or serial batching)
+# take tens of minutes per round at these sizes already.
 FULL = Sizes(
     repeats=3,
-    single=LoadSpec("single", "single stream", 1, (32, 32), (128, 128), 1000),
-    c8=LoadSpec("c8", "8 concurrent streams", 8, (32, 512), (32, 128), 2000),
-    c32=LoadSpec("c32", "32 concurrent streams", 32, (32, 256), (16, 96), 3000),
+    single=LoadSpec("single", "single stream", 1, (32, 32), (64, 64), 1000),
+    c8=LoadSpec("c8", "8 concurrent streams", 8, (32, 256), (16, 64), 2000),
+    c32=LoadSpec("c32", "32 concurrent streams", 32, (16, 128), (8, 32), 3000),
     agent_turns=10, agent_think=200, agent_args=300, agent_result=64, agent_system=256,
     slot_prefix=4096,
 )
