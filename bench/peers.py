@@ -155,6 +155,11 @@ class LlamaServer(_LlamaBase):
         super().prepare(model_dir)
         self.exe = llama_server(self.lc)
 
+    def versions(self):
+        out = subprocess.run([str(self.exe), "--version"], capture_output=True, text=True)
+        line = next((ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("version:")), "version: ?")
+        return {**super().versions(), "llama-server": line.split(":", 1)[1].strip()}
+
     @contextmanager
     def server(self, model_dir, profile):
         from bench.gguf import to_gguf
