@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from models.config import FULL, SLIDING, ModelSpec
-from models.layers import MLP, Linear, make_norm
+from models.layers import MLP, make_norm
 from models.paged_attention import GroupPlan, paged_attention
 from models.rope import Rotary, apply_rotary
 
@@ -27,10 +27,10 @@ class Attention(nn.Module):
         super().__init__()
         h, d = spec.hidden_size, spec.head_dim
         self.n_heads, self.n_kv, self.head_dim = spec.num_heads, spec.num_kv_heads, d
-        self.q_proj = Linear(h, self.n_heads * d, bias=spec.qkv_bias)
-        self.k_proj = Linear(h, self.n_kv * d, bias=spec.qkv_bias)
-        self.v_proj = Linear(h, self.n_kv * d, bias=spec.qkv_bias)
-        self.o_proj = Linear(self.n_heads * d, h, bias=spec.o_bias)
+        self.q_proj = nn.Linear(h, self.n_heads * d, bias=spec.qkv_bias)
+        self.k_proj = nn.Linear(h, self.n_kv * d, bias=spec.qkv_bias)
+        self.v_proj = nn.Linear(h, self.n_kv * d, bias=spec.qkv_bias)
+        self.o_proj = nn.Linear(self.n_heads * d, h, bias=spec.o_bias)
         gemma = spec.norm_offset != 0.0
         if spec.qk_norm:
             self.q_norm = make_norm(gemma, d, spec.rms_norm_eps)
@@ -94,7 +94,7 @@ class CausalLM(nn.Module):
         super().__init__()
         self.spec = spec
         self.model = DecoderModel(spec)
-        self.lm_head = Linear(spec.hidden_size, spec.vocab_size, bias=False)
+        self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
         if spec.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         # RoPE tables are constants, built on the CPU even when the loader

@@ -13,23 +13,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.config import CheckpointError
-from models.cpu_features import UPCAST_MIN_ROWS, wide_bf16_via_fp32
-
-_UPCAST_WIDE = wide_bf16_via_fp32()
-
-
-class Linear(nn.Linear):
-    """nn.Linear that runs wide bfloat16 matmuls in float32 where bf16 is emulated.
-
-    Same parameters and names as nn.Linear (so checkpoints load unchanged).
-    Output dtype is the input's.
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if _UPCAST_WIDE and x.dtype == torch.bfloat16 and x.shape[0] >= UPCAST_MIN_ROWS:
-            b = self.bias.float() if self.bias is not None else None
-            return F.linear(x.float(), self.weight.float(), b).to(torch.bfloat16)
-        return F.linear(x, self.weight, self.bias)
 
 
 class RMSNorm(nn.Module):
@@ -80,9 +63,9 @@ class MLP(nn.Module):
 
     def __init__(self, hidden: int, intermediate: int, act: str, bias: bool = False):
         super().__init__()
-        self.gate_proj = Linear(hidden, intermediate, bias=bias)
-        self.up_proj = Linear(hidden, intermediate, bias=bias)
-        self.down_proj = Linear(intermediate, hidden, bias=bias)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
         self.act = activation(act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -27,10 +27,11 @@ GROUP_OF = {FULL: "full", SLIDING: "window"}
 
 
 class ModelRunner:
-    def __init__(self, model: CausalLM, page_size: int, num_pages: dict[str, int]):
+    def __init__(self, model: CausalLM, page_size: int, num_pages: dict[str, int], kv_dtype: torch.dtype | None = None):
         spec: ModelSpec = model.spec
         self.model, self.spec, self.page_size = model, spec, page_size
-        self.dtype = model.model.embed_tokens.weight.dtype
+        # The KV pool's dtype; the model may compute in a wider one (cpu_features).
+        self.dtype = kv_dtype or model.model.embed_tokens.weight.dtype
         self.num_pages = dict(num_pages)
         self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
         for t in spec.layer_types:

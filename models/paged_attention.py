@@ -22,10 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from models.cpu_features import UPCAST_MIN_ROWS, wide_bf16_via_fp32
 from scheduler.forward_batch import ForwardBatch, SeqChunk
-
-_UPCAST_WIDE = wide_bf16_via_fp32()
 
 
 @dataclass
@@ -129,22 +126,22 @@ def paged_attention(
     Writes k, v into the pool, then attends. Returns [T, H, D].
     """
     kvh, d = k.shape[-2], k.shape[-1]
-    k_pages.view(-1, kvh, d).index_copy_(0, plan.write_slots, k)
-    v_pages.view(-1, kvh, d).index_copy_(0, plan.write_slots, v)
+    # The pool may hold a narrower dtype than the model computes in (bf16 KV,
+    # float32 compute on CPUs without native bf16): cast on write and read.
+    k_pages.view(-1, kvh, d).index_copy_(0, plan.write_slots, k.to(k_pages.dtype))
+    v_pages.view(-1, kvh, d).index_copy_(0, plan.write_slots, v.to(v_pages.dtype))
     out = torch.empty_like(q)
     if plan.decode is not None:
         dp = plan.decode
         qd = q[dp.rows].unsqueeze(2)  # [B, H, 1, D]
-        kd = _gather(k_pages, dp.pages)  # [B, KVH, L, D]
-        vd = _gather(v_pages, dp.pages)
+        kd = _gather(k_pages, dp.pages).to(q.dtype)  # [B, KVH, L, D]
+        vd = _gather(v_pages, dp.pages).to(q.dtype)
         od = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=dp.mask, scale=scale, enable_gqa=True)
         out[dp.rows] = od.squeeze(2)
     for cp in plan.prefills:
         qp = q[cp.token_slice].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-        kp = _gather(k_pages, cp.pages).unsqueeze(0)  # [1, KVH, L, D]
-        vp = _gather(v_pages, cp.pages).unsqueeze(0)
-        if _UPCAST_WIDE and qp.dtype == torch.bfloat16 and qp.shape[2] >= UPCAST_MIN_ROWS:
-            qp, kp, vp = qp.float(), kp.float(), vp.float()  # emulated bf16: see cpu_features
+        kp = _gather(k_pages, cp.pages).unsqueeze(0).to(q.dtype)  # [1, KVH, L, D]
+        vp = _gather(v_pages, cp.pages).unsqueeze(0).to(q.dtype)
         op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=cp.mask, scale=scale, enable_gqa=True)
-        out[cp.token_slice] = op.squeeze(0).transpose(0, 1).to(out.dtype)
+        out[cp.token_slice] = op.squeeze(0).transpose(0, 1)
     return out

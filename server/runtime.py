@@ -97,7 +97,8 @@ def build_runtime(s: ServeSettings):
     import torch
 
     from models import sampler
-    from models.loader import load_model
+    from models.cpu_features import compute_dtype
+    from models.loader import DTYPES, load_model
     from models.model_runner import ModelRunner
     from models.reasoning_budget import ReasoningBudgetMachine
     from models.token_bytes import make_token_bytes
@@ -111,15 +112,20 @@ def build_runtime(s: ServeSettings):
     tokenizer = load_tokenizer(model_dir)
     if len(tokenizer) > spec.vocab_size:
         raise CheckpointError(f"tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {spec.vocab_size}")
-    model = load_model(model_dir, s.dtype, spec)
+    compute = compute_dtype(s.compute_dtype, s.dtype)
+    if compute != s.dtype:
+        log.info("computing in %s: this CPU has no native %s (KV pool and slot files stay %s)", compute, s.dtype, s.dtype)
+    model = load_model(model_dir, compute, spec)
+    kv_dtype = DTYPES[s.dtype]
+
 
     max_len = s.max_model_len or min(spec.max_position_embeddings, MAX_DEFAULT_CONTEXT)
-    elem = torch.empty((), dtype=model.model.embed_tokens.weight.dtype).element_size()
+    elem = torch.empty((), dtype=kv_dtype).element_size()
     per_layer = 2 * spec.num_kv_heads * spec.head_dim * elem
     bytes_per_token = {"full": per_layer * max(1, len(spec.full_layers)),
                        "window": per_layer * max(1, len(spec.windowed_layers))}
     pages = _pool_sizes(s, spec, max_len, bytes_per_token)
-    runner = ModelRunner(model, s.page_size, pages)
+    runner = ModelRunner(model, s.page_size, pages, kv_dtype)
 
     table = load_family_table()
     family = table.family(spec.model_type)

@@ -1,0 +1,44 @@
+"""Computing in float32 over a bfloat16 KV pool (CPUs without native bf16)."""
+
+from __future__ import annotations
+
+import torch
+
+from models import cpu_features
+from models.loader import load_model
+from models.model_runner import ModelRunner
+from scheduler.forward_batch import ForwardBatch, SeqChunk
+
+
+def test_auto_computes_in_the_storage_dtype_only_where_the_cpu_has_it_natively(monkeypatch):
+    monkeypatch.setattr(cpu_features, "_cpu_flags", lambda: "flags: fpu avx2 fma")
+    assert cpu_features.compute_dtype("auto", "bfloat16") == "float32"
+    assert cpu_features.compute_dtype("auto", "float16") == "float32"
+    monkeypatch.setattr(cpu_features, "_cpu_flags", lambda: "flags: avx2 avx512f avx512_bf16 amx_bf16")
+    assert cpu_features.compute_dtype("auto", "bfloat16") == "bfloat16"
+    assert cpu_features.compute_dtype("bfloat16", "float32") == "bfloat16"  # an explicit choice wins
+    assert cpu_features.compute_dtype("auto", "float32") == "float32"
+
+
+def _run(runner, prompt, steps):
+    table = list(range(8))
+    logits = [runner.step(ForwardBatch([SeqChunk(0, prompt, 0, table, table, True)]))[0]]
+    seq = prompt + [int(logits[-1].argmax())]
+    for _ in range(steps):
+        logits.append(runner.step(ForwardBatch([SeqChunk(0, [seq[-1]], len(seq) - 1, table, table, True)]))[0])
+        seq.append(int(logits[-1].argmax()))
+    return torch.stack(logits), seq
+
+
+def test_a_bf16_kv_pool_under_float32_compute_stays_close_to_an_all_float32_run(tiny_checkpoint):
+    path = tiny_checkpoint("qwen3", sliding_window=16, layers=3)
+    model = load_model(path, "float32")
+    full = ModelRunner(model, 16, {"full": 8, "window": 8})
+    narrow_kv = ModelRunner(model, 16, {"full": 8, "window": 8}, torch.bfloat16)
+    assert narrow_kv.kv[0][0].dtype == torch.bfloat16 and narrow_kv.kv_dtype_name == "bf16"
+    prompt = [(7 * j) % 500 + 20 for j in range(40)]
+    a, _ = _run(full, prompt, 10)
+    b, _ = _run(narrow_kv, prompt, 10)
+    scale = a.abs().max().item()
+    assert (a - b).abs().max().item() < 0.03 * scale
+    assert not torch.equal(a, b), "the bf16 pool should round something"
