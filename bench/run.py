@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import time
@@ -115,10 +116,13 @@ def main(argv=None) -> None:
     ap.add_argument("--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     ap.add_argument("--peers", nargs="+", choices=[*ALL, "generate"], default=[*ALL, "generate"])
     ap.add_argument("--out", type=Path, default=DOCS)
+    ap.add_argument("--repeats", type=int, default=None, help="rounds per workload (default: 3, or 1 with --short)")
     ap.add_argument("--threads", type=int, default=cores(),
                     help="CPU threads for every peer (default: all cores); fewer when other jobs hold cores")
     args = ap.parse_args(argv)
     sizes = SHORT if args.short else FULL
+    if args.repeats:
+        sizes = dataclasses.replace(sizes, repeats=args.repeats)
     started, load_start = time.time(), report.load_average()
     model = full_vocab(qwen3_06b())
     unavailable: dict[str, str] = {}
