@@ -100,11 +100,11 @@ def slot_table(rows: dict[str, list[dict]]) -> list[str]:
     return lines
 
 
-def write(path: Path, *, mode: str, started: float, load_start: str, versions: dict[str, str], checkpoint: str,
+def write(path: Path, *, command: str, started: float, load_start: str, versions: dict[str, str], checkpoint: str,
           unavailable: dict[str, str], sections: list[tuple[str, str, list[str]]], peers_text: list[str],
           closing: list[str]) -> None:
     out = ["# Benchmarks", "",
-           f"Written by `python -m bench.run{' --short' if mode == 'short' else ''}` (`make bench`) on "
+           f"Written by `{command}` on "
            f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}, in {(time.time() - started) / 60:.0f} min. "
            "Every peer ran here, in this one run, on the same checkpoint and the same requests. "
            "Figures are medians over the repeats; `(r x)` is the ratio peer / anchorage.", "",

@@ -219,7 +219,8 @@ def main(argv=None) -> None:
     if "anchorage" not in unavailable and any(p.name == "anchorage" for p in peers):
         sections.append(_profile(args.threads))
     versions["threads per peer"] = f"{args.threads} (of {cores()} cores)"
-    report.write(args.out, mode="short" if args.short else "full", started=started, load_start=load_start,
+    command = " ".join(["python -m bench.run", *(sys.argv[1:] if argv is None else argv)])
+    report.write(args.out, command=command, started=started, load_start=load_start,
                  versions=versions, unavailable=unavailable, sections=sections,
                  checkpoint=(f"`{model.name}`: random bf16 weights of Qwen3-0.6B's shape (hidden 1024, 28 layers, "
                              "16 heads, 8 KV heads, head_dim 128, vocab 151936), the tiny Qwen tokenizer padded to the "
