@@ -33,6 +33,16 @@ serve: $(STAMP)
 demo-model: $(STAMP)
 	$(PY) -m models.demo.train --out models/demo/checkpoint
 
+# `make bench`: anchorage against its peers (transformers serve, llama.cpp's server,
+# llama-cpp-python's server, transformers generate), side by side in one run; writes
+# docs/benchmarks.md. Not part of `make test`. Peers install into their own venvs under
+# bench/.work; the first run compiles llama.cpp with one nice'd job (allow an hour).
+# BENCH_ARGS=--short for a quick check; BENCH_ARGS="--threads 1" when other jobs share the cores.
+BENCH_ARGS ?=
+
+bench: $(STAMP)
+	$(PY) -m bench.run $(BENCH_ARGS)
+
 # Builds the Dockerfile and runs the image with a tiny checkpoint on a private
 # dockerd (docker/check.sh; installs docker.io and debootstrap when missing,
 # needs root). Several minutes the first time, about a minute once cached.
