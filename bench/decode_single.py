@@ -18,6 +18,7 @@ import time
 import torch
 
 from bench.checkpoints import qwen3_06b
+from models.cpu_features import compute_dtype
 from models.loader import load_model
 from models.model_runner import ModelRunner
 from scheduler.forward_batch import ForwardBatch, SeqChunk
@@ -47,11 +48,16 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
     path = qwen3_06b()
-    runner = ModelRunner(load_model(path, "bfloat16"), 16, {"full": 64})
+    torch.set_num_threads(args.threads)
+    # What `anchorage serve --dtype bfloat16` runs: the compute dtype the CPU
+    # supports natively (float32 on AVX2-only CPUs) over a bf16 KV pool.
+    compute = compute_dtype("auto", "bfloat16")
+    runner = ModelRunner(load_model(path, compute), 16, {"full": 64}, torch.bfloat16)
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     prompt = list(range(1000, 1032))
     ours(runner, prompt, 8), hf(ref, prompt, 8)  # warm up both
@@ -60,7 +66,8 @@ def main(argv=None) -> None:
         a.append(ours(runner, prompt, args.new_tokens))
         b.append(hf(ref, prompt, args.new_tokens))
     ma, mb = statistics.median(a), statistics.median(b)
-    print(f"machine: {torch.get_num_threads()} torch threads; Qwen3-0.6B shape, bf16, 32-token prompt, "
+    print(f"machine: {torch.get_num_threads()} torch threads; Qwen3-0.6B shape, bf16 checkpoint "
+          f"(anchorage computes in {compute}, KV bf16; generate in bf16), 32-token prompt, "
           f"{args.new_tokens} new tokens, median of {args.repeats}")
     print(f"anchorage runner      {ma:7.2f} tok/s   runs {[round(x, 2) for x in a]}")
     print(f"transformers generate {mb:7.2f} tok/s   runs {[round(x, 2) for x in b]}")
