@@ -25,14 +25,16 @@ from dataclasses import dataclass
 
 from models.demo import corpus_answers as ans
 from models.demo import corpus_chat as chat
+from models.demo import corpus_phrasing as ph
 from models.demo import corpus_reasoning as rsn
 from models.demo import corpus_values as cv
+from models.demo import tools, units
 from models.demo.corpus_plans import Plan, build
 from models.demo.tools import TOOLS, format_number
 
 # Share of each kind in training (weights, not probabilities).
 KIND_WEIGHTS = {"weather": 14, "time": 10, "calculate": 16, "convert": 14, "weather_unknown": 3,
-                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 16}
+                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 14, "echo": 10}
 LEVEL_WEIGHTS = {rsn.SHORT: 50, rsn.MEDIUM: 35, rsn.LONG: 15}
 P_SYSTEM, P_HISTORY, P_NO_THINKING, P_CUT_THINKING, P_CHAT_WITHOUT_TOOLS = 0.3, 0.08, 0.08, 0.08, 0.2
 SYSTEM_PROMPTS = ("You are a helpful assistant.", "You are a concise assistant. Use tools when they help.",
@@ -128,9 +130,10 @@ def _plan_turns(rng: random.Random, plan: Plan, level: str, thinking: bool) -> l
     return turns
 
 
-def _chat_turns(rng: random.Random, split: str, thinking: bool) -> tuple[list[dict], str, list[str]]:
+def _chat_turns(rng: random.Random, split: str, thinking: bool, intent: chat.Intent | None = None
+                ) -> tuple[list[dict], str, list[str]]:
     text, template_id, thought, answer, values = chat.draw(
-        rng, split, rng.choice(cv.cities(split)), cv.draw_number(rng, split))
+        rng, split, rng.choice(cv.cities(split)), cv.draw_number(rng, split), intent)
     return ([{"role": "user", "content": text},
              {"role": "assistant", "content": answer, "reasoning_content": thought if thinking else ""}],
             template_id, values)
@@ -160,15 +163,20 @@ def training_conversation(rng: random.Random) -> Conversation:
             template_ids.append(plan.template_id)
     tools = TOOLS
     cut: frozenset[int] = frozenset()
-    if kind == "chat":
-        turns, template_id, new_values = _chat_turns(rng, cv.TRAIN, thinking)
+    if kind in ("chat", "echo"):
+        turns, template_id, new_values = _chat_turns(rng, cv.TRAIN, thinking, chat.ECHO if kind == "echo" else None)
         messages += turns
         tools = None if rng.random() < P_CHAT_WITHOUT_TOOLS else TOOLS
     else:
         plan = build(rng, cv.TRAIN, kind)
         template_id, new_values = plan.template_id, plan.values
-        messages.append({"role": "user", "content": plan.request})
-        messages += _plan_turns(rng, plan, _weighted(rng, LEVEL_WEIGHTS), thinking)
+        level = _weighted(rng, LEVEL_WEIGHTS)
+        request = plan.request
+        if level == rsn.LONG:
+            request += rng.choice(ph.STEPWISE[cv.TRAIN])
+            template_id += "|stepwise"
+        messages.append({"role": "user", "content": request})
+        messages += _plan_turns(rng, plan, level, thinking)
         if thinking and rng.random() < P_CUT_THINKING:
             # As if a reasoning budget forced </think> early: the cut thought is context, not a target.
             index = max(i for i, m in enumerate(messages) if m["role"] == "user") + 1
@@ -183,6 +191,55 @@ def training_conversations(seed: int, count: int) -> list[Conversation]:
     """`count` training conversations, a pure function of `seed`."""
     rng = random.Random(seed)
     return [training_conversation(rng) for _ in range(count)]
+
+
+def _letters(rng: random.Random) -> str:
+    """One to three made-up words of random letters: every letter piece of the vocabulary gets copied,
+    not only the syllables of made-up names (measured: without these, held-out city names and unit
+    words, which split into pieces the drill never copied, did not copy while numbers did)."""
+    words, count = [], rng.randint(1, 3)
+    while len(words) < count:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        if word in tools.city_table() or units.lookup(word):
+            continue
+        words.append(word.title() if rng.random() < 0.5 else word)
+    return " ".join(words)
+
+
+def copy_drills(seed: int, count: int, pieces: int = 3) -> list[Conversation]:
+    """Repeat-after-me turns of `pieces` made-up words and numbers each, no tools, no thinking.
+
+    train.py runs these first: a few-million-parameter model only starts copying unseen text (what
+    every tool call needs) after a sudden change some thousand dense copy steps in; measured, the
+    agent corpus alone never got there within the time budget.
+    """
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        text = " ".join(chat.echo_text(rng, cv.TRAIN)[0] if rng.random() < 0.5 else _letters(rng)
+                        for _ in range(pieces))
+        request = rng.choice(chat.ECHO.train).format(text=text)
+        out.append(Conversation([{"role": "user", "content": request},
+                                 {"role": "assistant", "content": text, "reasoning_content": ""}],
+                                None, False, "drill", ("chat.echo.drill",), ()))
+    return out
+
+
+def held_out_conversations(count: int, seed: int = HELD_OUT_SEED + 1) -> list[Conversation]:
+    """Complete held-out conversations (single-call kinds, short or medium thinking, tools offered).
+
+    Training logs teacher-forced accuracy on their tool calls: a cheap, honest signal of whether
+    the model copies values it never saw, long before a full generation-based evaluation.
+    """
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        kind = ("weather", "time", "calculate", "convert")[i % 4]
+        plan = build(rng, cv.HELD_OUT, kind)
+        level = rsn.SHORT if i % 2 else rsn.MEDIUM
+        messages = [{"role": "user", "content": plan.request}, *_plan_turns(rng, plan, level, True)]
+        out.append(Conversation(messages, TOOLS, True, kind, (plan.template_id,), tuple(plan.values)))
+    return out
 
 
 def _must_contain(kind: str, results: list[list[str]]) -> tuple[str, ...]:
@@ -218,11 +275,13 @@ def held_out_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
                                      ({"role": "user", "content": plan.request},), steps,
                                      _must_contain(kind, plan.results)))
             made += 1
-    for intent in chat.INTENTS:
+    for intent in (*chat.INTENTS, chat.ECHO):
         for k, text in enumerate(intent.held_out):
             city, number = rng.choice(cv.cities(cv.HELD_OUT)), cv.draw_number(rng, cv.HELD_OUT)
+            echo, echo_values = chat.echo_text(rng, cv.HELD_OUT)
             values = ((f"city:{city.lower()}",) if "{city}" in text else ()) + (
-                (f"num:{number}",) if "{number}" in text else ())
+                (f"num:{number}",) if "{number}" in text else ()) + (tuple(echo_values) if "{text}" in text else ())
+            request = text.format(city=city, number=number, text=echo)
             cases.append(HeldOutCase(f"chat-{intent.name}-{k}", "chat", f"chat.{intent.name}.held_out{k}", values,
-                                     ({"role": "user", "content": text.format(city=city, number=number)},), (), ()))
+                                     ({"role": "user", "content": request},), (), ()))
     return cases

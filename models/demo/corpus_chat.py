@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from models.demo.corpus_values import TRAIN
+from models.demo import tools, units
+from models.demo.corpus_values import SYLLABLES, TRAIN, draw_number
 
 CAPABILITIES = "I can do arithmetic, look up the weather in a city, convert units and tell the local time"
 
@@ -74,13 +75,39 @@ INTENTS = (
 )
 
 
+# Repeat-after-me: the densest copying signal there is. Copying unseen strings is what the tool
+# calls need (held-out cities and units arrive as pieces the model never saw together).
+ECHO = Intent("echo", ("Repeat after me: {text}", "Say exactly this: {text}", "Please echo back: {text}",
+                       "Can you repeat the following? {text}", "repeat: {text}"),
+              ("Copy this back to me: {text}", "Echo this, word for word: {text}"),
+              ('The user wants me to repeat "{text}" exactly. No tool needed.', "Just repeat it: {text}"),
+              ("{text}", "Sure: {text}"))
+
+
 def phrasings(intent: Intent, split: str) -> tuple[str, ...]:
     return intent.train if split == TRAIN else intent.held_out
 
 
-def draw(rng: random.Random, split: str, city: str, number: str) -> tuple[str, str, str, str, list[str]]:
+def echo_text(rng: random.Random, split: str) -> tuple[str, list[str]]:
+    """One to four made-up words and numbers of the split, none a city or a unit word."""
+    words, values, count = [], [], rng.randint(1, 4)
+    while len(words) < count:
+        if rng.random() < 0.35:
+            number = draw_number(rng, split)
+            words.append(number)
+            values.append(f"num:{number}")
+            continue
+        word = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 3)))
+        if word in tools.city_table() or units.lookup(word):
+            continue
+        words.append(word.title() if rng.random() < 0.5 else word)
+    return " ".join(words), values
+
+
+def draw(rng: random.Random, split: str, city: str, number: str, intent: Intent | None = None
+         ) -> tuple[str, str, str, str, list[str]]:
     """(request, template id, thought, answer, values) for one chat turn of the split."""
-    intent = rng.choice(INTENTS)
+    intent = intent or rng.choice(INTENTS)
     options = phrasings(intent, split)
     k = rng.randrange(len(options))
     values = []
@@ -89,9 +116,11 @@ def draw(rng: random.Random, split: str, city: str, number: str) -> tuple[str, s
         values.append(f"city:{city.lower()}")
     if "{number}" in text:
         values.append(f"num:{number}")
-    text = text.format(city=city, number=number)
-    return text, f"chat.{intent.name}.{split}{k}", rng.choice(intent.thoughts), rng.choice(intent.answers), values
+    echo, echo_values = echo_text(rng, split) if "{text}" in text else ("", [])
+    slots = dict(city=city, number=number, text=echo)
+    return (text.format(**slots), f"chat.{intent.name}.{split}{k}", rng.choice(intent.thoughts).format(**slots),
+            rng.choice(intent.answers).format(**slots), values + echo_values)
 
 
 # Invariant: no phrasing is in both splits.
-assert not {p for i in INTENTS for p in i.train} & {p for i in INTENTS for p in i.held_out}
+assert not {p for i in (*INTENTS, ECHO) for p in i.train} & {p for i in (*INTENTS, ECHO) for p in i.held_out}

@@ -141,6 +141,15 @@ class Request:
     template_id: str
 
 
+# Asking for care buys the long, numbered reasoning: a user (or the anchor test) can get a few hundred
+# tokens of thinking on purpose, while unprompted turns think briefly, as small agents should.
+STEPWISE = {
+    TRAIN: (" Think it through step by step.", " Please reason step by step.", " Walk me through it step by step.",
+            " Take it step by step, carefully.", " Work it out step by step."),
+    HELD_OUT: (" Go through it step by step, please.", " Reason it out step by step."),
+}
+
+
 def frame(rng: random.Random, core: Core, slots: dict[str, str]) -> Request:
     """Put a core into a frame of the core's split; the template id names core, frame and style."""
     split = core.split

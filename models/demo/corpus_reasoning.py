@@ -29,7 +29,12 @@ OP_WORDS = {
 
 
 def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
-    """Sentence pools per role (goal, choose, args, extra) for one kind of single call."""
+    """Sentence pools per role (goal, choose, args, extra) for one kind of single call.
+
+    The "args" sentence, always the last of a thought, spells the call's arguments as the JSON the
+    call will carry: the call that follows is then a verbatim repeat of text a few tokens back,
+    which a small model does reliably once it can copy (see train.py's copy drill).
+    """
     if kind in ("weather", "weather_unknown"):
         return {
             "goal": ["The user wants the current weather in {city}.", "This is a weather question about {city}.",
@@ -37,8 +42,8 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
             "choose": ["I can't know live weather myself, so I'll use get_weather for {city}.",
                        "get_weather returns the temperature and condition for a city, which fits {city}.",
                        "The right tool is get_weather; it takes a city, here {city}."],
-            "args": ["I'll call get_weather with city {city}.", "Call get_weather with {city}.",
-                     "So: get_weather, city = {city}."],
+            "args": ['I\'ll call get_weather with {{"city": "{city}"}}.', 'Call get_weather: {{"city": "{city}"}}.',
+                     'So: get_weather, {{"city": "{city}"}}.'],
             "extra": ["The city name is {city}; I'll pass it exactly as written.",
                       "Only one city is mentioned, {city}, so one call is enough.",
                       "The tool reports Celsius for {city}, and no other unit was asked for, so no conversion.",
@@ -53,8 +58,8 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
             "choose": ["I don't have a clock for {city}, so I'll use get_time.",
                        "get_time gives the current local time for a city, here {city}.",
                        "The right tool is get_time with the city {city}."],
-            "args": ["I'll call get_time with city {city}.", "Call get_time for {city}.",
-                     "So: get_time, city = {city}."],
+            "args": ['I\'ll call get_time with {{"city": "{city}"}}.', 'Call get_time: {{"city": "{city}"}}.',
+                     'So: get_time, {{"city": "{city}"}}.'],
             "extra": ["The city is {city}; the tool works out its time zone, so I just pass {city}.",
                       "Only {city} is mentioned, so one call is enough.",
                       "I must not guess the time in {city}; it depends on the current moment.",
@@ -69,8 +74,9 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
             "choose": ["I'll use the calculate tool so the result is exact.",
                        "calculate takes a, op and b: a = {a}, op = {op}, b = {b}.",
                        f"This is {w['name']}, which calculate does with op {{op}}."],
-            "args": ["I'll call calculate with a = {a}, op = {op}, b = {b}.", "Call calculate: {a} {op} {b}.",
-                     "So: calculate with {a}, {op}, {b}."],
+            "args": ['I\'ll call calculate with {{"a": {a}, "op": "{op}", "b": {b}}}.',
+                     'Call calculate: {{"a": {a}, "op": "{op}", "b": {b}}}.',
+                     'So: calculate, {{"a": {a}, "op": "{op}", "b": {b}}}.'],
             "extra": [f"The first number is {{a}} and the second is {{b}}; the order matters for {w['name']}.",
                       f"The operation is {w['name']}, which is op {{op}}.",
                       "Both numbers, {a} and {b}, are written plainly, so I pass them as they are.",
@@ -85,8 +91,9 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
             "choose": ["convert_units does this; it takes value, from_unit and to_unit.",
                        "I'll use convert_units for {v} {from} to {to}.",
                        "The conversion factor is easy to get wrong, so convert_units it is."],
-            "args": ["I'll call convert_units with value {v}, from_unit {from}, to_unit {to}.",
-                     "Call convert_units: {v}, {from} to {to}.", "So: convert_units, {v} {from} to {to}."],
+            "args": ['I\'ll call convert_units with {{"value": {v}, "from_unit": "{from}", "to_unit": "{to}"}}.',
+                     'Call convert_units: {{"value": {v}, "from_unit": "{from}", "to_unit": "{to}"}}.',
+                     'So: convert_units, {{"value": {v}, "from_unit": "{from}", "to_unit": "{to}"}}.'],
             "extra": ["The value is {v} and the source unit is {from}.", "The target unit is {to}.",
                       "I'll pass the unit names as the user wrote them: {from} and {to}.",
                       "When the result comes back I'll report {v} {from} in {to}.",

@@ -76,7 +76,7 @@ def as_json_number(text: str) -> int | float:
     return int(text) if "." not in text else float(text)
 
 
-_SYLLABLES = ("ka", "lo", "mir", "ven", "tor", "sa", "dun", "bel", "qua", "rho", "zen", "ith",
+SYLLABLES = ("ka", "lo", "mir", "ven", "tor", "sa", "dun", "bel", "qua", "rho", "zen", "ith",
               "mar", "os", "vel", "tra", "gor", "ny", "shi", "pel", "ard", "wyn", "cor", "ul")
 _SUFFIXES = ("", "", "", " City", "port", "burg", "ville", " Bay", "stad", "ford")
 
@@ -89,7 +89,7 @@ def unknown_city(rng: random.Random) -> str:
     """
     known = tools.city_table()
     while True:
-        name = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3)))
+        name = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3)))
         name = (name + rng.choice(_SUFFIXES)).title()
         if name.lower() not in known:
             return name

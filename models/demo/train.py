@@ -29,13 +29,20 @@ import random
 import time
 from pathlib import Path
 
-import torch
+# Threads that spin while waiting (OpenMP's default) starve each other when the cores are shared:
+# measured 5x slower training with two busy neighbours. Must be set before torch loads OpenMP.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
 from models.demo import corpus, dataset, model_card, render, tokenizer_build
 
-DEFAULTS = dict(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=768, window=64,
-                steps=1400, rows=16, lr=3e-3, warmup=60, weight_decay=0.01, tokenizer_corpus=4000, threads=2)
+# drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
+# loss is under drill_loss; steps: then the agent corpus.
+DEFAULTS = dict(layers=4, hidden=128, heads=4, kv_heads=2, head_dim=32, intermediate=384, window=64,
+                drill_steps=1800, drill_rows=16, drill_loss=0.3, steps=1300, rows=8, lr=3e-3, warmup=30, weight_decay=0.01,
+                vocab=2048, tokenizer_corpus=4000, threads=2)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -50,10 +57,14 @@ def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) ->
     )
 
 
-def _lr(step: int, cfg: dict) -> float:
-    if step < cfg["warmup"]:
-        return cfg["lr"] * (step + 1) / cfg["warmup"]
-    progress = (step - cfg["warmup"]) / max(1, cfg["steps"] - cfg["warmup"])
+def _drill_lr(step: int, cfg: dict) -> float:
+    """Warm-up, then flat: the drill waits for a sudden change, and decay would delay it."""
+    return cfg["lr"] * min(1.0, (step + 1) / cfg["warmup"])
+
+
+def _agent_lr(step: int, cfg: dict) -> float:
+    """Cosine from the drill's rate to a tenth of it over the agent corpus."""
+    progress = step / max(1, cfg["steps"])
     return cfg["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -71,6 +82,32 @@ def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
 
 
+def _held_out_call_match(model: Qwen3ForCausalLM, batches: list[dataset.Batch], open_id: int, close_id: int
+                         ) -> float:
+    """Share of held-out conversations whose first tool call is predicted token for token (teacher-forced)."""
+    model.eval()
+    hits = total = 0
+    with torch.no_grad():
+        for batch in batches:
+            cache = DynamicCache(config=model.config)
+            model.model(input_ids=batch.prefix_ids, cache=cache, use_cache=True)
+            cache.batch_repeat_interleave(batch.ids.shape[0])
+            hidden = model.model(input_ids=batch.ids, cache=cache, use_cache=True).last_hidden_state
+            predicted = model.lm_head(hidden).argmax(-1)  # [rows, len]
+            for row in range(batch.ids.shape[0]):
+                ids = batch.ids[row].tolist()
+                if open_id not in ids:
+                    continue
+                start = ids.index(open_id)
+                end = ids.index(close_id, start)
+                # Position t predicts token t+1: the call's tokens after <tool_call> up to </tool_call>.
+                span = slice(start, end)
+                hits += bool((predicted[row, span] == batch.labels[row, span]).all())
+                total += 1
+    model.train()
+    return hits / max(1, total)
+
+
 def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     cfg = {**DEFAULTS, **overrides}
     started = time.time()
@@ -82,10 +119,16 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     convs = corpus.training_conversations(seed, cfg["steps"] * cfg["rows"] + 256)
     rendered = [dataset.rendered(c) for c in convs]
     tokenizer = tokenizer_build.build_tokenizer([text for text, _ in rendered[: cfg["tokenizer_corpus"]]],
-                                                chat_template=render.chat_template())
+                                                vocab_size=cfg["vocab"], chat_template=render.chat_template())
     examples = [dataset.encode(text, spans, tokenizer) for text, spans in rendered]
     batches = dataset.batches(examples, tokenizer, cfg["rows"], seed)
+    drills = [dataset.encode(*dataset.rendered(c), tokenizer)
+              for c in corpus.copy_drills(seed, cfg["drill_steps"] * cfg["drill_rows"])]
+    drill_batches = dataset.batches(drills, tokenizer, cfg["drill_rows"], seed)
     eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (tokenizer_build.EOS, tokenizer_build.PAD)]
+    watched = dataset.batches([dataset.encode(*dataset.rendered(c), tokenizer)
+                               for c in corpus.held_out_conversations(64)], tokenizer, 16, seed)
+    call_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")]
     config = model_config(len(tokenizer), eos_ids, tokenizer.pad_token_id, cfg)
     model = Qwen3ForCausalLM(config)
     params = sum(p.numel() for p in model.parameters())
@@ -99,31 +142,49 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
                                {"params": no_decay, "weight_decay": 0.0}], lr=cfg["lr"], betas=(0.9, 0.95))
     model.train()
     cpu_start = time.process_time()
-    losses, steps_done, stopped_early = [], 0, False
-    for step in range(cfg["steps"]):
+    losses, stopped_early, matches = [], False, {}
+    # The drill runs until copying has clicked (its loss falls from ~2 to near 0 within a hundred
+    # steps, somewhere past step 800) or until drill_steps; the rule is deterministic like the rest.
+    plan = [("drill", i) for i in range(cfg["drill_steps"])] + [("agent", i) for i in range(cfg["steps"])]
+    drill_end, step = cfg["drill_steps"], 0
+    while step < len(plan):
+        phase, i = plan[step]
         if time.time() - started > minutes * 60:
             stopped_early = True
             print(f"stopping at step {step}: the {minutes}-minute guard is up", flush=True)
             break
+        if phase == "drill" and i >= 100 and sum(losses[-20:]) / 20 < cfg["drill_loss"]:
+            drill_end = step
+            print(f"step {step:5d}  the copy drill is learnt (loss {sum(losses[-20:]) / 20:.3f}); agent corpus next",
+                  flush=True)
+            plan = plan[:step] + [p for p in plan if p[0] == "agent"]
+            continue
+        lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(i, cfg)
         for group in optim.param_groups:
-            group["lr"] = _lr(step, cfg)
-        loss = _loss(model, batches[step % len(batches)])
+            group["lr"] = lr
+        loss = _loss(model, drill_batches[i % len(drill_batches)] if phase == "drill" else batches[i % len(batches)])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optim.step()
         optim.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        steps_done = step + 1
-        if step % 50 == 0 or step == cfg["steps"] - 1:
+        step += 1
+        check = phase == "agent" and ((i + 1) % 200 == 0 or step == len(plan))
+        if step % 50 == 1 or check:
+            held_out = ""
+            if check:
+                matches[step] = _held_out_call_match(model, watched, *call_ids)
+                held_out = f"  held-out call match {matches[step]:.2f}"
             elapsed, cpu = time.time() - prepared, time.process_time() - cpu_start
-            print(f"step {step:5d}  loss {sum(losses[-50:]) / len(losses[-50:]):.4f}  lr {_lr(step, cfg):.2e}  "
-                  f"{elapsed / (step + 1):.2f}s/step  cpu {cpu / (step + 1):.2f}s/step  {elapsed:.0f}s", flush=True)
+            print(f"step {step - 1:5d}  {phase} loss {sum(losses[-50:]) / len(losses[-50:]):.4f}  lr {lr:.2e}  "
+                  f"{elapsed / step:.2f}s/step  cpu {cpu / step:.2f}s/step  {elapsed:.0f}s{held_out}", flush=True)
+    steps_done = step
     trained = time.time()
     cpu = time.process_time() - cpu_start
     facts = {
-        "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), "steps": steps_done,
+        "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), "steps": steps_done, "drill_steps_run": min(drill_end, steps_done),
         "conversations": len(convs), "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
-        "stopped_early": stopped_early, "data_seconds": round(prepared - started, 1),
+        "stopped_early": stopped_early, "held_out_call_match_teacher_forced": matches, "data_seconds": round(prepared - started, 1),
         "train_seconds": round(trained - prepared, 1), "seconds_per_step": round((trained - prepared) / max(1, steps_done), 3),
         # CPU seconds over threads: what the training would take on an idle machine (the wall time above
         # includes waiting for a core when the machine is shared).
