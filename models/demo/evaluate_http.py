@@ -30,10 +30,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 
 import httpx
 from openai import OpenAI
 
+from models.demo import model_card
 from models.demo.corpus import held_out_cases
 from models.demo.evaluate_offline import contains_value, same_arguments
 
@@ -180,6 +182,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-url", help="an anchorage /v1 URL; default: start one on the demo model")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--write", action="store_true",
+                    help="store the report as evaluation_http.json in the demo checkpoint and refresh its model card")
     args = ap.parse_args()
     if args.base_url:
         report = evaluate(args.base_url, args.workers)
@@ -187,6 +191,10 @@ def main() -> None:
         with served_demo() as url:
             report = evaluate(url, args.workers)
     print(json.dumps(report, indent=2))
+    if args.write:
+        folder = Path(str(resources.files("models.demo") / "checkpoint"))
+        (folder / "evaluation_http.json").write_text(json.dumps(report, indent=2) + "\n")
+        model_card.write(folder)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,34 @@ def _evaluation_section(ev: dict | None) -> str:
             f"Measured in {ev['seconds']:.0f} s with torch {ev['torch']}.\n")
 
 
+def _status(ev: dict | None) -> str:
+    """One honest paragraph: does the checkpoint do what it was trained for, by the measured figures."""
+    if not ev:
+        return "**Status**: not evaluated through the HTTP API yet."
+    m = ev["metrics"]
+    calls, answers = m["tool_call"]["rate"], m["final_answer"]["rate"]
+    if calls >= 0.9 and answers >= 0.9:
+        return (f"**Status**: on held-out requests it makes the right call {_pct(calls)} of the time and quotes "
+                f"the result in {_pct(answers)} of its answers (figures below).")
+    return (f"**Status: below its target.** It has learned the output format (thinking, tool-call syntax, "
+            f"exact reasoning-budget cuts) but not the task: on held-out requests only {_pct(calls)} of its "
+            f"calls name the right tool with the right arguments (target 90%), and {_pct(answers)} of its "
+            f"answers quote the tool result. It copies numbers it has not seen, but not unseen words such "
+            f"as city names. Treat its calls as plumbing tests of the server, not as answers.")
+
+
+def _http_section(ev: dict | None) -> str:
+    if not ev:
+        return "Not evaluated yet: run `python -m models.demo.evaluate_http --write`.\n"
+    rows = "\n".join(f"| {name} | {_pct(m['rate'])} | {m['passed']}/{m['total']} |" for name, m in ev["metrics"].items())
+    return (f"`anchorage serve` on this checkpoint, driven by the official `openai` SDK: {ev['cases']} held-out cases "
+            f"played as agent loops, greedy, offering `configs/demo_tools.json`; `budget_N_*` rows are the first "
+            f"turn under `reasoning_budget_tokens` N (valid: a parseable call of a known tool follows; exact: "
+            f"`</think>` lands exactly where the budget says, by token ids):\n\n"
+            f"| metric | rate | passed |\n|---|---|---|\n{rows}\n\n"
+            f"Measured in {ev['seconds']:.0f} s.\n")
+
+
 def write(out: Path) -> None:
     tr = _load(out / "training.json") or {}
     ev = _load(out / "evaluation.json")
@@ -41,9 +69,12 @@ def write(out: Path) -> None:
     text = f"""# anchorage demo model
 
 A **toy**: a {tr.get('parameters', 0) / 1e6:.1f}M-parameter Qwen3 trained from scratch in minutes on CPU,
-on synthetic conversations, to show anchorage's agent loop working out of the box. It thinks in
-`<think>`, calls one of four tools in Qwen3 hermes format (`<tool_call>{{"name": ..., "arguments": ...}}</tool_call>`),
-reads the `<tool_response>`, and answers with the value it was given.
+on synthetic conversations, so that anchorage serves something agent-shaped out of the box. It is
+trained to think in `<think>`, call one of four tools in Qwen3 hermes format
+(`<tool_call>{{"name": ..., "arguments": ...}}</tool_call>`), read the `<tool_response>`, and answer
+with the value it was given.
+
+{_status(_load(out / "evaluation_http.json"))}
 
 ## What it is not
 
@@ -72,15 +103,22 @@ the tokens the model generated. EOS is `<|im_end|>`.
 
 ## How it was trained
 
-`python -m models.demo.train --out models/demo/checkpoint --seed {tr.get('seed')}`: {tr.get('conversations')}
-synthetic conversations (seeded, `models/demo/corpus.py`), loss on assistant tokens only, AdamW
-(lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, cosine), {tr.get('steps')} steps of {cfg.get('rows')}
-conversations, fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms, then cast to bf16.
+`python -m models.demo.train --out models/demo/checkpoint --seed {tr.get('seed')}`. First a copy drill:
+{tr.get('drill_steps_run')} steps of {cfg.get('drill_rows')} repeat-after-me turns of made-up words and
+numbers, until its loss fell under {cfg.get('drill_loss')} (a model this small learns to copy unseen text
+in a sudden change after several hundred dense copy steps; without the drill it never did within the
+budget). Then {tr.get('steps', 0) - (tr.get('drill_steps_run') or 0)} steps of {cfg.get('rows')} of
+{tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`). Loss on
+assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
+then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms, then cast to bf16.
 Final training loss {tr.get('final_loss', 0):.4f}. Wall time {tr.get('wall_seconds', 0) / 60:.1f} min
 ({tr.get('data_seconds')} s data and tokenizer, {tr.get('train_seconds')} s training,
 {tr.get('seconds_per_step')} s/step; load average {tr.get('load_average_at_end', 0):.1f} at the end, on a
 machine shared with other work).{early}
 
+## Evaluation through the HTTP API
+
+{_http_section(_load(out / "evaluation_http.json"))}
 ## Offline evaluation
 
 {_evaluation_section(ev)}
