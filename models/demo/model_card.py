@@ -23,13 +23,17 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _metrics_table(ev: dict) -> str:
+    rows = "\n".join(f"| {name} | {_pct(m['rate'])} | {m['passed']}/{m['total']} |" for name, m in ev["metrics"].items())
+    return f"| metric | rate | passed |\n|---|---|---|\n{rows}"
+
+
 def _evaluation_section(ev: dict | None) -> str:
     if not ev:
         return "Not evaluated yet: run `python -m models.demo.evaluate_offline`.\n"
-    rows = "\n".join(f"| {name} | {_pct(m['rate'])} | {m['passed']}/{m['total']} |" for name, m in ev["metrics"].items())
     return (f"Greedy decoding with transformers `generate` on this bf16 checkpoint, over "
             f"{ev['cases']} held-out cases (templates and values never seen in training):\n\n"
-            f"| metric | rate | passed |\n|---|---|---|\n{rows}\n\n"
+            f"{_metrics_table(ev)}\n\n"
             f"Measured in {ev['seconds']:.0f} s with torch {ev['torch']}.\n")
 
 
@@ -42,22 +46,19 @@ def _status(ev: dict | None) -> str:
     if calls >= 0.9 and answers >= 0.9:
         return (f"**Status**: on held-out requests it makes the right call {_pct(calls)} of the time and quotes "
                 f"the result in {_pct(answers)} of its answers (figures below).")
-    return (f"**Status: below its target.** It has learned the output format (thinking, tool-call syntax, "
-            f"exact reasoning-budget cuts) but not the task: on held-out requests only {_pct(calls)} of its "
-            f"calls name the right tool with the right arguments (target 90%), and {_pct(answers)} of its "
-            f"answers quote the tool result. It copies numbers it has not seen, but not unseen words such "
-            f"as city names. Treat its calls as plumbing tests of the server, not as answers.")
+    return (f"**Status: below its target.** On held-out requests only {_pct(calls)} of its calls name the "
+            f"right tool with the right arguments, and {_pct(answers)} of its answers quote the tool result "
+            f"(targets: 90% each). Treat its calls as plumbing tests of the server, not as answers.")
 
 
 def _http_section(ev: dict | None) -> str:
     if not ev:
         return "Not evaluated yet: run `python -m models.demo.evaluate_http --write`.\n"
-    rows = "\n".join(f"| {name} | {_pct(m['rate'])} | {m['passed']}/{m['total']} |" for name, m in ev["metrics"].items())
     return (f"`anchorage serve` on this checkpoint, driven by the official `openai` SDK: {ev['cases']} held-out cases "
             f"played as agent loops, greedy, offering `configs/demo_tools.json`; `budget_N_*` rows are the first "
             f"turn under `reasoning_budget_tokens` N (valid: a parseable call of a known tool follows; exact: "
             f"`</think>` lands exactly where the budget says, by token ids):\n\n"
-            f"| metric | rate | passed |\n|---|---|---|\n{rows}\n\n"
+            f"{_metrics_table(ev)}\n\n"
             f"Measured in {ev['seconds']:.0f} s.\n")
 
 
