@@ -24,6 +24,7 @@ Not for: the HTTP peers (bench.run calls `run_trace` for its agent table).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import time
@@ -150,12 +151,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--short", action="store_true", help="3 turns on a window-32 checkpoint")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: all cores)")
+    ap.add_argument("--turns", type=int, default=None, help="number of turns (default: 3 short, 10 full)")
     args = ap.parse_args(argv)
     spec = SHORT if args.short else FULL
+    if args.turns:
+        spec = dataclasses.replace(spec, turns=args.turns)
     model = windowed_checkpoint(spec)
     on = run_trace(model, spec, anchors=True, threads=args.threads)
     off = run_trace(model, spec, anchors=False, threads=args.threads)
-    print(f"agent trace: {spec.turns} turns, window {spec.window}, think {spec.think} + opener + args {spec.args}, "
+    print(f"agent trace: {spec.turns} turns, window {spec.window}, interval {spec.interval}, think {spec.think} + opener + args {spec.args}, "
           f"tool result {spec.result}; median TTFT on {statistics.median(t.ttft_s for t in on):.2f}s, "
           f"off {statistics.median(t.ttft_s for t in off):.2f}s")
     print("\n".join(table(on, off)))
