@@ -5,7 +5,7 @@ prompt, same number of greedy new tokens, in one process, alternating the
 two so machine noise hits both. Prints tokens/s of each (median of repeats)
 and the ratio. Not a test: timings on a shared machine are noisy.
 
-    .venv/bin/python -m bench.decode_single [--new-tokens 128] [--repeats 3]
+    .venv/bin/python -m bench.decode_single [--new-tokens 128] [--repeats 3] [--threads N] [--compute-dtype auto|float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ def main(argv=None) -> None:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--compute-dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                    help="what `anchorage serve --compute-dtype` would run (auto: the CPU's rule)")
     args = ap.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
@@ -56,7 +58,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     # What `anchorage serve --dtype bfloat16` runs: the compute dtype the CPU
     # supports natively (float32 on AVX2-only CPUs) over a bf16 KV pool.
-    compute = compute_dtype("auto", "bfloat16")
+    compute = compute_dtype(args.compute_dtype, "bfloat16")
     runner = ModelRunner(load_model(path, compute), 16, {"full": 64}, torch.bfloat16)
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     prompt = list(range(1000, 1032))
