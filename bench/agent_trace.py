@@ -159,7 +159,8 @@ def main(argv=None) -> None:
     model = windowed_checkpoint(spec)
     on = run_trace(model, spec, anchors=True, threads=args.threads)
     off = run_trace(model, spec, anchors=False, threads=args.threads)
-    print(f"agent trace: {spec.turns} turns, window {spec.window}, interval {spec.interval}, think {spec.think} + opener + args {spec.args}, "
+    print(f"agent trace: {spec.turns} turns, window {spec.window}, interval {spec.interval}, "
+          f"think {spec.think} + opener + args {spec.args}, "
           f"tool result {spec.result}; median TTFT on {statistics.median(t.ttft_s for t in on):.2f}s, "
           f"off {statistics.median(t.ttft_s for t in off):.2f}s")
     print("\n".join(table(on, off)))
