@@ -35,8 +35,9 @@ demo-model: $(STAMP)
 
 # `make bench`: anchorage against its peers (transformers serve, llama.cpp's server,
 # llama-cpp-python's server, transformers generate), side by side in one run; writes
-# docs/benchmarks.md. Not part of `make test`. Peers install into their own venvs under
-# bench/.work; the first run compiles llama.cpp with one nice'd job (allow an hour).
+# docs/benchmarks.md. Not part of `make test`. Peers install into their own venvs in a per-user
+# cache (~/.cache/anchorage/bench, or $$ANCHORAGE_BENCH_WORK); the first run there compiles
+# llama.cpp with one nice'd job (allow an hour), later runs and fresh clones reuse it.
 # BENCH_ARGS=--short for a quick check; BENCH_ARGS="--threads 1" when other jobs share the cores.
 BENCH_ARGS ?=
 

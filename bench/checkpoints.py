@@ -6,15 +6,30 @@ heads, head_dim 128, intermediate 3072, vocab 151936, tied embeddings. The
 tokenizer is the tiny Qwen one (a few hundred tokens); benchmarks send token
 ids or ignore EOS, so its size does not matter. A windowed variant (window
 128 on all layers but the first) serves the anchor benchmarks. Built once
-into bench/.work and reused.
+into the benchmark's work folder and reused.
+
+The work folder (checkpoints, GGUF files, the peers' venvs and llama.cpp's
+build) is a per-user cache, `$ANCHORAGE_BENCH_WORK` or else
+`$XDG_CACHE_HOME/anchorage/bench` (`~/.cache/anchorage/bench`), not a folder of
+the checkout: it holds gigabytes and an hour of compiling that a fresh clone
+of the repository should reuse, as pip reuses its wheel cache.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
-WORK = Path(__file__).resolve().parent / ".work"
+
+def _work_folder() -> Path:
+    if os.environ.get("ANCHORAGE_BENCH_WORK"):
+        return Path(os.environ["ANCHORAGE_BENCH_WORK"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "anchorage" / "bench"
+
+
+WORK = _work_folder()
 
 QWEN3_06B = dict(
     hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,

@@ -1,4 +1,4 @@
-"""Peers' own virtual environments under bench/.work/venvs, never the project's.
+"""Peers' own virtual environments in the benchmark's work folder, never the project's.
 
 Each peer is installed by pip from the package registry into a venv of its
 own, pinned, and marked with a stamp holding what was asked for; a venv whose
@@ -11,7 +11,7 @@ record of what it measured (the report prints the installed versions too).
   `accelerate` and the `serving` extra.
 - llama.cpp: `llama-cpp-python[server]` built from its source distribution
   (nice -n 19, one compile job: the machine is shared), with a build folder
-  kept in bench/.work so that llama.cpp's own `llama-server` can be built
+  kept in the work folder (bench.checkpoints.WORK) so that llama.cpp's own `llama-server` can be built
   afterwards from the same vendored source and the same objects; the sdist
   also carries `convert_hf_to_gguf.py` and `gguf-py`, used by bench.gguf.
 

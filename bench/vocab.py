@@ -5,7 +5,7 @@ tiny Qwen tokenizer (a few hundred tokens). A random model samples ids far
 beyond the tokenizer, and servers stream those as nothing: transformers'
 streamer drops a token that decodes to no text, llama.cpp gets `[PAD]`
 pieces. A load generator that times the first chunk of *content* then sees
-no content at all. So this module makes a sibling folder in bench/.work
+no content at all. So this module makes a sibling folder of the checkpoint
 with the same weights (symlinked, not copied) and a tokenizer padded with
 plain added tokens `<|bN|>` up to `vocab_size`, so every id has visible text,
 as a real 151k-token vocabulary does. The padding goes into the BPE model's

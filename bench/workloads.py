@@ -43,22 +43,19 @@ class Sizes:
     single: LoadSpec
     c8: LoadSpec
     c32: LoadSpec
-    agent_turns: int
-    agent_think: int  # tokens generated before the tool-call opener
-    agent_args: int  # tokens after it (the call's arguments)
-    agent_result: int  # tool result tokens appended by the harness
-    agent_system: int  # first prompt
     slot_prefix: int
 
 
-# Sized for a 2-core machine: the slowest peers (static or serial batching)
-# take tens of minutes per round at these sizes already.
+# Sized so that a whole `make bench` (five peers, three rounds, slots, agent
+# trace) ends in about an hour and a quarter on a 2-core machine: the slowest
+# peers (static batching in generate, transformers serve) spend minutes per
+# round on these already, and the earlier sizes (c8 outputs up to 64, c32 up
+# to 32) ran for many hours. Mixed lengths are kept: prompts vary 8x, outputs 3x.
 FULL = Sizes(
     repeats=3,
-    single=LoadSpec("single", "single stream", 1, (32, 32), (64, 64), 1000),
-    c8=LoadSpec("c8", "8 concurrent streams", 8, (32, 256), (16, 64), 2000),
-    c32=LoadSpec("c32", "32 concurrent streams", 32, (16, 128), (8, 32), 3000),
-    agent_turns=10, agent_think=200, agent_args=300, agent_result=64, agent_system=256,
+    single=LoadSpec("single", "single stream", 1, (32, 32), (32, 32), 1000),
+    c8=LoadSpec("c8", "8 concurrent streams", 8, (16, 128), (8, 24), 2000),
+    c32=LoadSpec("c32", "32 concurrent streams", 32, (16, 64), (4, 12), 3000),
     slot_prefix=4096,
 )
 SHORT = Sizes(
@@ -66,7 +63,6 @@ SHORT = Sizes(
     single=LoadSpec("single", "single stream", 1, (16, 16), (8, 8), 1000),
     c8=LoadSpec("c8", "8 concurrent streams", 8, (8, 64), (2, 6), 2000),
     c32=LoadSpec("c32", "32 concurrent streams", 32, (8, 32), (2, 4), 3000),
-    agent_turns=3, agent_think=150, agent_args=150, agent_result=16, agent_system=64,
     slot_prefix=1024,
 )
 
