@@ -19,6 +19,7 @@ import torch
 
 from bench.checkpoints import qwen3_06b
 from models.cpu_features import compute_dtype
+from models import split_precision
 from models.loader import load_model
 from models.model_runner import ModelRunner
 from scheduler.forward_batch import ForwardBatch, SeqChunk
@@ -59,7 +60,10 @@ def main(argv=None) -> None:
     # What `anchorage serve --dtype bfloat16` runs: the compute dtype the CPU
     # supports natively (float32 on AVX2-only CPUs) over a bf16 KV pool.
     compute = compute_dtype(args.compute_dtype, "bfloat16")
-    runner = ModelRunner(load_model(path, compute), 16, {"full": 64}, torch.bfloat16)
+    model = load_model(path, compute)
+    half_rows = split_precision.attach_half_weights(model, torch.bfloat16) if split_precision.applies(
+        args.compute_dtype, "bfloat16", compute) else 0
+    runner = ModelRunner(model, 16, {"full": 64}, torch.bfloat16)
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     prompt = list(range(1000, 1032))
     ours(runner, prompt, 8), hf(ref, prompt, 8)  # warm up both
@@ -69,7 +73,7 @@ def main(argv=None) -> None:
         b.append(hf(ref, prompt, args.new_tokens))
     ma, mb = statistics.median(a), statistics.median(b)
     print(f"machine: {torch.get_num_threads()} torch threads; Qwen3-0.6B shape, bf16 checkpoint "
-          f"(anchorage computes in {compute}, KV bf16; generate in bf16), 32-token prompt, "
+          f"(anchorage computes in {compute}{f', bf16 for calls of <= {half_rows} rows' if half_rows else ''}, KV bf16; generate in bf16), 32-token prompt, "
           f"{args.new_tokens} new tokens, median of {args.repeats}")
     print(f"anchorage runner      {ma:7.2f} tok/s   runs {[round(x, 2) for x in a]}")
     print(f"transformers generate {mb:7.2f} tok/s   runs {[round(x, 2) for x in b]}")

@@ -10,53 +10,17 @@ request must report the restored prefix as cached. Done for a plain model
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from contextlib import contextmanager
-
 import httpx
 import pytest
+
+from server.child_process import serve_child
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
 def serve_process(model, slot_dir, *extra):
-    port = _free_port()
-    cmd = [sys.executable, "-m", "server.cli", "serve", "--model", str(model), "--port", str(port),
-           "--dtype", "float32", "--slot-save-path", str(slot_dir), "--parallel", "2", "--log-level", "warning",
-           *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("server did not become healthy")
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return serve_child(["--model", str(model), "--dtype", "float32", "--slot-save-path", str(slot_dir),
+                        "--parallel", "2", "--log-level", "warning", *extra], start_timeout_s=90)
 
 
 def complete(base, prompt, n, **extra):

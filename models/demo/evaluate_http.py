@@ -23,12 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -37,6 +33,7 @@ from openai import OpenAI
 
 from models.demo import model_card
 from models.demo.corpus import held_out_cases
+from server.child_process import serve_child
 from models.demo.evaluate_offline import contains_value, same_arguments
 
 TOOLS = json.loads((resources.files("configs") / "demo_tools.json").read_text())
@@ -44,27 +41,9 @@ TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
 BUDGETS = (0, 8)
 
 
-@contextmanager
 def served_demo():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port), "--log-level", "warning"])
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            if proc.poll() is not None:
-                raise RuntimeError("anchorage serve exited during start-up")
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        yield base + "/v1"
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    """`anchorage serve` with no --model: the built-in demo checkpoint, as a newcomer meets it."""
+    return serve_child(["--log-level", "warning"], start_timeout_s=300)
 
 
 def _calls(message) -> list[tuple[str, dict | None]]:
@@ -188,8 +167,8 @@ def main() -> None:
     if args.base_url:
         report = evaluate(args.base_url, args.workers)
     else:
-        with served_demo() as url:
-            report = evaluate(url, args.workers)
+        with served_demo() as base:
+            report = evaluate(base + "/v1", args.workers)
     print(json.dumps(report, indent=2))
     if args.write:
         folder = Path(str(resources.files("models.demo") / "checkpoint"))

@@ -1,0 +1,131 @@
+"""Few-row matmuls on the checkpoint's half-precision weights, many-row ones in float32.
+
+What it is for: on CPUs without native bf16/fp16 math (AVX2 only, these
+build machines among them) the model is held and computed in float32
+(models.cpu_features), because emulated half-precision GEMM is several times
+slower for prefill chunks and batched decode. But a decode step of one
+sequence is a one-row product, bound by memory bandwidth, not arithmetic:
+float32 weights make it read twice the bytes of the bf16 checkpoint, and
+torch has a one-row bf16 kernel that widens in registers. Measured on the
+Qwen3-0.6B shape at 2 threads: 3.3 tok/s in float32 against 4.8 in bf16.
+
+`attach_half_weights(model, dtype)` gives every Linear a half-precision copy
+of its weight (the checkpoint's own values: float32 was widened from them, so
+narrowing again is exact) and routes a call with at most `max_half_rows`
+rows to it, everything wider to the float32 weight. `max_half_rows` is
+measured at load on the model's own largest per-layer weight with the thread
+count the server will run, because the crossover moves with the CPU, its
+memory bandwidth and the threads (at 1 thread here float32 wins even for one
+row). When no row count is faster in half precision nothing is attached and
+no memory is spent.
+
+Costs, and why they are accepted: the copies add half the float32 weights'
+memory again; and a sequence's decode steps compute in bf16 while few rows
+are in the batch and in float32 otherwise, so greedy output can depend on
+what else is running (as it can in llama.cpp and vLLM). `--compute-dtype
+float32` opts out of both.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+CANDIDATE_ROWS = (1, 2, 4, 8, 16, 32)
+# The half path must win by this much: a tie is not worth the memory.
+REQUIRED_SPEEDUP = 1.08
+
+
+class SplitPrecisionLinear(nn.Module):
+    """A Linear whose calls of at most `max_half_rows` rows run on a half-precision copy."""
+
+    def __init__(self, linear: nn.Linear, half_dtype: torch.dtype, max_half_rows: int):
+        super().__init__()
+        self.weight = linear.weight  # float32, possibly column-major, possibly tied to the embedding
+        self.bias = linear.bias
+        # Row-major [out, in]: torch's one-row half kernel reads each output's weights contiguously.
+        self.register_buffer("half_weight", linear.weight.detach().to(half_dtype).contiguous(), persistent=False)
+        half_bias = None if linear.bias is None else linear.bias.detach().to(half_dtype)
+        self.register_buffer("half_bias", half_bias, persistent=False)
+        self.max_half_rows = max_half_rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x: [..., in] float32 -> [..., out] float32 on either path
+        rows = x.numel() // x.shape[-1]
+        if rows <= self.max_half_rows:
+            return F.linear(x.to(self.half_weight.dtype), self.half_weight, self.half_bias).to(x.dtype)
+        return F.linear(x, self.weight, self.bias)
+
+
+def _fastest_of(fn: Callable[[], object], reps: int = 7) -> float:
+    """Best wall time of `reps` calls after warm-up: the minimum is what the CPU can do, free of neighbours."""
+    for _ in range(2):
+        fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def choose_max_half_rows(timings: dict[int, tuple[float, float]]) -> int:
+    """From {rows: (float32 seconds, half seconds)} in increasing rows: the largest row count up to which
+    half precision wins by REQUIRED_SPEEDUP at every measured count (0: it never does)."""
+    best = 0
+    for rows in sorted(timings):
+        t_full, t_half = timings[rows]
+        if t_half * REQUIRED_SPEEDUP > t_full:
+            break
+        best = rows
+    return best
+
+
+@torch.inference_mode()
+def measure_max_half_rows(weight: torch.Tensor, half_dtype: torch.dtype) -> int:
+    """Time `weight`'s product both ways for each candidate row count, stopping at the first loss."""
+    half = weight.detach().to(half_dtype).contiguous()
+    timings: dict[int, tuple[float, float]] = {}
+    for rows in CANDIDATE_ROWS:
+        x = torch.randn(rows, weight.shape[1])
+        timings[rows] = (_fastest_of(lambda: F.linear(x, weight)),
+                         _fastest_of(lambda: F.linear(x.to(half_dtype), half).float()))
+        if choose_max_half_rows(timings) < rows:
+            break
+    log.debug("float32 vs %s seconds by rows: %s", half_dtype, timings)
+    return choose_max_half_rows(timings)
+
+
+def applies(requested: str, storage: str, compute: str) -> bool:
+    """`--compute-dtype auto` chose float32 over a half-precision checkpoint: the case the copies are for."""
+    return requested == "auto" and storage in ("bfloat16", "float16") and compute == "float32"
+
+
+def _largest_layer_linear(model: nn.Module) -> nn.Linear:
+    """The biggest Linear other than the head: the shape most of a step's bytes go through."""
+    linears = [m for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("lm_head")]
+    return max(linears, key=lambda m: m.weight.numel())
+
+
+def attach_half_weights(model: nn.Module, half_dtype: torch.dtype, max_half_rows: int | None = None) -> int:
+    """Swap every Linear for a SplitPrecisionLinear; returns the row limit (0: nothing attached).
+
+    `max_half_rows` None measures it (measure_max_half_rows); tests pass it.
+    """
+    if max_half_rows is None:
+        max_half_rows = measure_max_half_rows(_largest_layer_linear(model).weight, half_dtype)
+    if max_half_rows <= 0:
+        return 0
+    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    for name, linear in targets:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, SplitPrecisionLinear(linear, half_dtype, max_half_rows))
+    return max_half_rows
