@@ -3,7 +3,10 @@
 Per row, in order: logit bias, repetition / presence / frequency penalties,
 then the logit processors (the reasoning-budget machine among them) which may
 force the token outright, then temperature, top-k, top-p, min-p and a draw
-from the sequence's own generator. Greedy rows take the argmax.
+from the sequence's own generator. Greedy rows take the argmax. A sampled
+(not forced) token is then offered to each processor's optional
+`substitute(token)`, which may replace it (the tool-choice forcer turns an
+end of turn inside a thought into the thought's closer).
 
 Each sequence owns a `torch.Generator` seeded from its request's `seed` (and
 its choice index), and every row is processed on its own, so a seeded
@@ -29,7 +32,7 @@ class SamplingState:
 
     params: SamplingParams
     generator: torch.Generator
-    processors: list = field(default_factory=list)  # objects with forced_token() / accept(token)
+    processors: list = field(default_factory=list)  # forced_token() / accept(token), optionally substitute(token)
 
 
 @dataclass
@@ -105,6 +108,10 @@ def sample(
                         row[tok] += bias
                 row = _penalise(row, p, *histories[i])
             token = int(torch.argmax(row)) if p.greedy else _draw(row, p, st.generator)
+            for proc in st.processors:  # a processor may veto a sampled token by substituting its own
+                substitute = getattr(proc, "substitute", None)
+                if substitute is not None:
+                    token = substitute(token)
         for proc in st.processors:
             proc.accept(token)
         s = Sampled(token)

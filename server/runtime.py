@@ -162,7 +162,8 @@ def build_runtime(s: ServeSettings):
         if seq.params.reasoning_budget is not None:
             procs.append(ReasoningBudgetMachine(seq.params.reasoning_budget, token_bytes))
         if seq.params.forced_tool_call is not None:
-            procs.append(ToolChoiceForcer(*seq.params.forced_tool_call))
+            ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
+            procs.append(ToolChoiceForcer(*seq.params.forced_tool_call, end_ids=ends))
         return procs
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,

@@ -245,3 +245,15 @@ def test_each_of_n_sampled_choices_gets_its_own_budget(plain):
     assert len(resp["choices"]) == 3
     for choice in resp["choices"]:
         assert 1 + choice["token_ids"].index(ids["</think>"]) == 4
+
+
+def test_a_forced_tool_call_is_made_even_when_the_model_tries_to_end_its_turn_inside_the_thought(plain):
+    ids = _ids(plain)
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    bias = {str(ids["</think>"]): -100.0, str(ids["<tool_call>"]): -100.0, str(ids["<|im_end|>"]): 100.0}
+    resp = _chat(plain, max_tokens=30, tools=[tool], logit_bias=bias,
+                 tool_choice={"type": "function", "function": {"name": "lookup"}})
+    out = resp["choices"][0]["token_ids"]
+    forced = plain.tokenize('\n\n<tool_call>\n{"name": "lookup", "arguments": ')
+    assert out[0] == ids["</think>"], "the end of turn inside the thought became the closer"
+    assert out[1:1 + len(forced)] == forced
