@@ -6,8 +6,10 @@ build machines among them) the model is held and computed in float32
 slower for prefill chunks and batched decode. But a decode step of one
 sequence is a one-row product, bound by memory bandwidth, not arithmetic:
 float32 weights make it read twice the bytes of the bf16 checkpoint, and
-torch has a one-row bf16 kernel that widens in registers. Measured on the
-Qwen3-0.6B shape at 2 threads: 3.3 tok/s in float32 against 4.8 in bf16.
+torch's few-row bf16 kernels widen in registers. Measured on the Qwen3-0.6B
+shape at 2 threads (`python -m bench.decode_single --threads 2`): one stream
+decodes at 3.75 tok/s in float32 and 6.26 tok/s with these copies (the load
+measurement chose them for calls of up to 8 rows).
 
 `attach_half_weights(model, dtype)` gives every Linear a half-precision copy
 of its weight (the checkpoint's own values: float32 was widened from them, so
@@ -15,9 +17,8 @@ narrowing again is exact) and routes a call with at most `max_half_rows`
 rows to it, everything wider to the float32 weight. `max_half_rows` is
 measured at load on the model's own largest per-layer weight with the thread
 count the server will run, because the crossover moves with the CPU, its
-memory bandwidth and the threads (at 1 thread here float32 wins even for one
-row). When no row count is faster in half precision nothing is attached and
-no memory is spent.
+memory bandwidth and the threads. When no row count is faster in half
+precision nothing is attached and no memory is spent.
 
 Costs, and why they are accepted: the copies add half the float32 weights'
 memory again; and a sequence's decode steps compute in bf16 while few rows
