@@ -32,6 +32,7 @@ from pathlib import Path
 
 from bench import servers
 from bench.venvs import LlamaCpp, PeerUnavailable, llama_cpp, llama_server, transformers_venv
+from server.child_process import free_port
 
 @dataclass(frozen=True)
 class Profile:
@@ -84,7 +85,7 @@ class Anchorage(Peer):
 
     @contextmanager
     def server(self, model_dir, profile):
-        port = servers.free_port()
+        port = free_port()
         exe = Path(sys.executable).with_name("anchorage")
         argv = [str(exe), "serve", "--model", str(model_dir), "--port", str(port), "--dtype", "bfloat16",
                 "--max-num-seqs", str(profile.max_seqs), "--max-model-len", str(profile.ctx_per_seq),
@@ -116,7 +117,7 @@ class TransformersServe(Peer):
 
     @contextmanager
     def server(self, model_dir, profile):
-        port = servers.free_port()
+        port = free_port()
         self.model_id = str(model_dir)
         argv = [str(self.python.with_name("transformers")), "serve", str(model_dir), "--continuous-batching",
                 "--device", "cpu", "--dtype", "bfloat16", "--host", "127.0.0.1", "--port", str(port),
@@ -165,7 +166,7 @@ class LlamaServer(_LlamaBase):
         from bench.gguf import to_gguf
 
         gguf = to_gguf(model_dir, self.lc)
-        port = servers.free_port()
+        port = free_port()
         # -c is the whole KV cache; with a unified cache every slot may use all of it.
         argv = [str(self.exe), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
                 "-c", str(profile.ctx_per_seq * profile.max_seqs), "-np", str(profile.max_seqs),
@@ -189,7 +190,7 @@ class LlamaCppPython(_LlamaBase):
         from bench.gguf import to_gguf
 
         gguf = to_gguf(model_dir, self.lc)
-        port = servers.free_port()
+        port = free_port()
         self.no_eos = _special_ids(model_dir)
         argv = [str(self.lc.python), "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                 "--port", str(port), "--n_ctx", str(profile.ctx_per_seq), "--n_threads", str(profile.threads),

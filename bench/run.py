@@ -5,7 +5,7 @@
 
 Builds the Qwen3-0.6B-shaped bf16 checkpoints (bench.checkpoints, with the
 full-vocabulary tokenizer of bench.vocab), installs each peer into its own
-venv under bench/.work (bench.venvs), then, round by round (one round per
+venv in the work folder (bench.venvs), then, round by round (one round per
 repeat, so slow drift of the shared machine hits every peer alike), starts
 each peer's server on loopback, warms it up, runs the load workloads through
 the streaming load generator, and stops it. transformers' `generate` runs

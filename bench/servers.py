@@ -1,7 +1,7 @@
 """Start a peer's HTTP server on loopback, wait until it answers, stop it.
 
 Each server runs in its own process group (so stopping it ends its workers
-too, and nothing else), logs to bench/.work/logs, listens on a free port on
+too, and nothing else), logs to the work folder's logs/, listens on a free port on
 127.0.0.1, and counts as up when its health URL answers 200. Stopping sends
 SIGTERM to the group, then SIGKILL after a grace period.
 
@@ -12,21 +12,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from bench.venvs import LOGS, PeerUnavailable
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from server.child_process import wait_until_healthy
 
 
 def _tail(log: Path, n: int = 12) -> str:
@@ -49,18 +40,10 @@ def running(name: str, argv: list[str], port: int, health: str = "/health", env:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, **(env or {})})
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if proc.poll() is not None:
-                raise PeerUnavailable(f"{name} server exited with {proc.returncode} at start-up; log {log}:\n{_tail(log)}")
-            try:
-                if httpx.get(base + health, timeout=5.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise PeerUnavailable(f"{name} server did not answer {health} within {startup_timeout:.0f}s; log {log}")
-            time.sleep(1.0)
+        why = wait_until_healthy(proc, base + health, startup_timeout, poll_s=1.0)
+        if why:
+            tail = f":\n{_tail(log)}" if proc.poll() is not None else ""
+            raise PeerUnavailable(f"{name} server {why}; log {log}{tail}")
         yield base
     finally:
         _stop(proc)

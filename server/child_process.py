@@ -47,6 +47,22 @@ def _tail(log, lines: int = 20) -> str:
     return "\n".join(log.read().decode(errors="replace").strip().splitlines()[-lines:])
 
 
+def wait_until_healthy(proc: subprocess.Popen, url: str, timeout_s: float, poll_s: float = 0.2) -> str | None:
+    """None once `url` answers 200; otherwise why not: the process exited, or the deadline passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            return f"exited with code {proc.returncode} during start-up"
+        try:
+            if httpx.get(url, timeout=5.0).status_code == 200:
+                return None
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            return f"did not answer {url} within {timeout_s:.0f}s"
+        time.sleep(poll_s)
+
+
 @contextmanager
 def serve_child(args: list[str], start_timeout_s: float = 120.0, stop_grace_s: float = 30.0) -> Iterator[str]:
     port = free_port()
@@ -56,19 +72,9 @@ def serve_child(args: list[str], start_timeout_s: float = 120.0, stop_grace_s: f
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + start_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise ServerDidNotStart(f"`{' '.join(cmd[1:])}` exited with code {proc.returncode} during start-up:\n"
-                                        f"{_tail(log)}")
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise ServerDidNotStart(f"`{' '.join(cmd[1:])}` was not healthy within {start_timeout_s:.0f}s")
-            time.sleep(0.2)
+        why = wait_until_healthy(proc, base + "/health", start_timeout_s)
+        if why:
+            raise ServerDidNotStart(f"`{' '.join(cmd[1:])}` {why}:\n{_tail(log)}")
         yield base
     finally:
         if proc.poll() is None:

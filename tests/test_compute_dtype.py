@@ -1,4 +1,4 @@
-"""Computing in float32 over a bfloat16 KV pool (CPUs without native bf16)."""
+"""Computing in float32 over a bfloat16 KV pool, and on half weight copies for few rows (CPUs without native bf16)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import torch
 from models import cpu_features
 from models.loader import load_model
 from models.model_runner import ModelRunner
+from models.split_precision import attach_half_weights
 from scheduler.forward_batch import ForwardBatch, SeqChunk
 
 
@@ -42,3 +43,17 @@ def test_a_bf16_kv_pool_under_float32_compute_stays_close_to_an_all_float32_run(
     scale = a.abs().max().item()
     assert (a - b).abs().max().item() < 0.03 * scale
     assert not torch.equal(a, b), "the bf16 pool should round something"
+
+
+def test_decoding_one_sequence_on_half_weight_copies_stays_close_to_float32(tiny_checkpoint):
+    path = tiny_checkpoint("qwen3", sliding_window=16, layers=3)
+    plain = ModelRunner(load_model(path, "float32"), 16, {"full": 8, "window": 8}, torch.bfloat16)
+    model = load_model(path, "float32")
+    attach_half_weights(model, torch.bfloat16, max_half_rows=1)
+    split = ModelRunner(model, 16, {"full": 8, "window": 8}, torch.bfloat16)
+    prompt = [(7 * j) % 500 + 20 for j in range(40)]
+    a, _ = _run(plain, prompt, 8)
+    b, _ = _run(split, prompt, 8)
+    scale = a.abs().max().item()
+    assert (a - b).abs().max().item() < 0.05 * scale
+    assert not torch.equal(a[1:], b[1:]), "one-row decode steps should have run in bf16"
