@@ -8,17 +8,22 @@ sequence is a one-row product, bound by memory bandwidth, not arithmetic:
 float32 weights make it read twice the bytes of the bf16 checkpoint, and
 torch's few-row bf16 kernels widen in registers. Measured on the Qwen3-0.6B
 shape at 2 threads (`python -m bench.decode_single --threads 2`): one stream
-decodes at 3.75 tok/s in float32 and 6.26 tok/s with these copies (the load
-measurement chose them for calls of up to 8 rows).
+decodes at 3.75 tok/s in float32 and 6.3-7.1 tok/s with these copies (the
+load measurement chose them for calls of up to 4 or 8 rows).
 
 `attach_half_weights(model, dtype)` gives every Linear a half-precision copy
 of its weight (the checkpoint's own values: float32 was widened from them, so
 narrowing again is exact) and routes a call with at most `max_half_rows`
 rows to it, everything wider to the float32 weight. `max_half_rows` is
-measured at load on the model's own largest per-layer weight with the thread
-count the server will run, because the crossover moves with the CPU, its
-memory bandwidth and the threads. When no row count is faster in half
-precision nothing is attached and no memory is spent.
+measured at load with the thread count the server will run, because the
+crossover moves with the CPU, its memory bandwidth and the threads. It is
+measured on passes over the model's own per-layer weights, enough of them to
+overflow the caches as a real step does: one weight alone stays in L3 after
+the first call, and there float32 wins even for one row (the first version
+of this calibration timed one weight and flipped between 0 and 8 rows from
+run to run). When no row count is faster in half precision nothing is
+attached and no memory is spent; a model small enough to live in cache
+(the demo model) is such a case.
 
 Costs, and why they are accepted: the copies add half the float32 weights'
 memory again; and a sequence's decode steps compute in bf16 while few rows
@@ -90,17 +95,31 @@ def choose_max_half_rows(timings: dict[int, tuple[float, float]]) -> int:
 
 
 @torch.inference_mode()
-def measure_max_half_rows(weight: torch.Tensor, half_dtype: torch.dtype) -> int:
-    """Time `weight`'s product both ways for each candidate row count, stopping at the first loss."""
-    half = weight.detach().to(half_dtype).contiguous()
+def measure_max_half_rows(weights: list[torch.Tensor], half_dtype: torch.dtype) -> int:
+    """Time a pass over `weights` both ways for each candidate row count, stopping at the first loss.
+
+    A pass multiplies by every weight once, in turn, as a forward does: the
+    weights together must exceed the CPU's caches, or the timing measures
+    cache-resident products, where float32 always wins (see _streaming_sample).
+    """
+    halves = [w.detach().to(half_dtype).contiguous() for w in weights]
     timings: dict[int, tuple[float, float]] = {}
     for rows in CANDIDATE_ROWS:
-        x = torch.randn(rows, weight.shape[1])
-        timings[rows] = (_fastest_of(lambda: F.linear(x, weight)),
-                         _fastest_of(lambda: F.linear(x.to(half_dtype), half).float()))
+        x = torch.randn(rows, weights[0].shape[1])
+        xh = x.to(half_dtype)
+
+        def full_pass():
+            for w in weights:
+                F.linear(x, w)
+
+        def half_pass():
+            for h in halves:
+                F.linear(xh, h).float()
+
+        timings[rows] = (_fastest_of(full_pass, reps=3), _fastest_of(half_pass, reps=3))
         if choose_max_half_rows(timings) < rows:
             break
-    log.debug("float32 vs %s seconds by rows: %s", half_dtype, timings)
+    log.debug("float32 vs %s seconds per pass by rows: %s", half_dtype, timings)
     return choose_max_half_rows(timings)
 
 
@@ -109,10 +128,21 @@ def applies(requested: str, storage: str, compute: str) -> bool:
     return requested == "auto" and storage in ("bfloat16", "float16") and compute == "float32"
 
 
-def _largest_layer_linear(model: nn.Module) -> nn.Linear:
-    """The biggest Linear other than the head: the shape most of a step's bytes go through."""
+# Bytes of float32 weights one calibration pass streams: several times any L3 cache.
+STREAM_BYTES = 256 * 2**20
+
+
+def _streaming_sample(model: nn.Module) -> list[torch.Tensor]:
+    """Weights of the largest per-layer Linear shape (the head excluded), from successive layers, until
+    they hold STREAM_BYTES: what a decode step streams from memory, not what a cache holds."""
     linears = [m for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("lm_head")]
-    return max(linears, key=lambda m: m.weight.numel())
+    shape = max((m.weight.shape for m in linears), key=lambda s: s[0] * s[1])
+    sample, total = [], 0
+    for m in linears:
+        if m.weight.shape == shape and total < STREAM_BYTES:
+            sample.append(m.weight)
+            total += m.weight.numel() * m.weight.element_size()
+    return sample
 
 
 def attach_half_weights(model: nn.Module, half_dtype: torch.dtype, max_half_rows: int | None = None) -> int:
@@ -121,7 +151,7 @@ def attach_half_weights(model: nn.Module, half_dtype: torch.dtype, max_half_rows
     `max_half_rows` None measures it (measure_max_half_rows); tests pass it.
     """
     if max_half_rows is None:
-        max_half_rows = measure_max_half_rows(_largest_layer_linear(model).weight, half_dtype)
+        max_half_rows = measure_max_half_rows(_streaming_sample(model), half_dtype)
     if max_half_rows <= 0:
         return 0
     targets = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]

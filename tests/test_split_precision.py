@@ -32,7 +32,7 @@ def test_the_row_limit_is_the_last_row_count_before_half_precision_stops_winning
 
 
 def test_measuring_on_a_real_weight_answers_a_candidate_row_count_or_zero():
-    rows = measure_max_half_rows(torch.randn(256, 128), torch.bfloat16)
+    rows = measure_max_half_rows([torch.randn(256, 128) for _ in range(3)], torch.bfloat16)
     assert rows == 0 or rows in split_precision.CANDIDATE_ROWS
 
 
