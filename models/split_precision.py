@@ -70,16 +70,23 @@ class SplitPrecisionLinear(nn.Module):
         return F.linear(x, self.weight, self.bias)
 
 
-def _fastest_of(fn: Callable[[], object], reps: int = 7) -> float:
-    """Best wall time of `reps` calls after warm-up: the minimum is what the CPU can do, free of neighbours."""
-    for _ in range(2):
-        fn()
-    best = float("inf")
+def _fastest_of_each(a: Callable[[], object], b: Callable[[], object], reps: int = 5) -> tuple[float, float]:
+    """Best wall time of `a` and of `b` over `reps` alternating calls, after one warm-up of each.
+
+    Alternating spreads a neighbour's burst of load over both, and the minimum is
+    what the CPU can do when it is not disturbed: a shared machine makes any one
+    call slow, rarely all of them.
+    """
+    a(), b()
+    best_a = best_b = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        a()
+        t1 = time.perf_counter()
+        b()
+        t2 = time.perf_counter()
+        best_a, best_b = min(best_a, t1 - t0), min(best_b, t2 - t1)
+    return best_a, best_b
 
 
 def choose_max_half_rows(timings: dict[int, tuple[float, float]]) -> int:
@@ -116,7 +123,7 @@ def measure_max_half_rows(weights: list[torch.Tensor], half_dtype: torch.dtype) 
             for h in halves:
                 F.linear(xh, h).float()
 
-        timings[rows] = (_fastest_of(full_pass, reps=3), _fastest_of(half_pass, reps=3))
+        timings[rows] = _fastest_of_each(full_pass, half_pass)
         if choose_max_half_rows(timings) < rows:
             break
     log.debug("float32 vs %s seconds per pass by rows: %s", half_dtype, timings)
