@@ -28,13 +28,18 @@ def _metrics_table(ev: dict) -> str:
     return f"| metric | rate | passed |\n|---|---|---|\n{rows}"
 
 
-def _evaluation_section(ev: dict | None) -> str:
+def _figures(ev: dict | None, run: str, intro, measured=lambda ev: "") -> str:
+    """A metrics section: `intro(ev)`, the table, the time it took; or how to make the figures."""
     if not ev:
-        return "Not evaluated yet: run `python -m models.demo.evaluate_offline`.\n"
-    return (f"Greedy decoding with transformers `generate` on this bf16 checkpoint, over "
-            f"{ev['cases']} held-out cases (templates and values never seen in training):\n\n"
-            f"{_metrics_table(ev)}\n\n"
-            f"Measured in {ev['seconds']:.0f} s with torch {ev['torch']}.\n")
+        return f"Not evaluated yet: run `{run}`.\n"
+    return f"{intro(ev)}\n\n{_metrics_table(ev)}\n\nMeasured in {ev['seconds']:.0f} s{measured(ev)}.\n"
+
+
+def _evaluation_section(ev: dict | None) -> str:
+    return _figures(ev, "python -m models.demo.evaluate_offline",
+                    lambda ev: f"Greedy decoding with transformers `generate` on this bf16 checkpoint, over "
+                               f"{ev['cases']} held-out cases (templates and values never seen in training):",
+                    lambda ev: f" with torch {ev['torch']}")
 
 
 def _status(ev: dict | None) -> str:
@@ -52,14 +57,12 @@ def _status(ev: dict | None) -> str:
 
 
 def _http_section(ev: dict | None) -> str:
-    if not ev:
-        return "Not evaluated yet: run `python -m models.demo.evaluate_http --write`.\n"
-    return (f"`anchorage serve` on this checkpoint, driven by the official `openai` SDK: {ev['cases']} held-out cases "
-            f"played as agent loops, greedy, offering `configs/demo_tools.json`; `budget_N_*` rows are the first "
-            f"turn under `reasoning_budget_tokens` N (valid: a parseable call of a known tool follows; exact: "
-            f"`</think>` lands exactly where the budget says, by token ids):\n\n"
-            f"{_metrics_table(ev)}\n\n"
-            f"Measured in {ev['seconds']:.0f} s.\n")
+    return _figures(ev, "python -m models.demo.evaluate_http --write",
+                    lambda ev: f"`anchorage serve` on this checkpoint, driven by the official `openai` SDK: "
+                               f"{ev['cases']} held-out cases played as agent loops, greedy, offering "
+                               f"`configs/demo_tools.json`; `budget_N_*` rows are the first turn under "
+                               f"`reasoning_budget_tokens` N (valid: a parseable call of a known tool follows; "
+                               f"exact: `</think>` lands exactly where the budget says, by token ids):")
 
 
 def write(out: Path) -> None:
