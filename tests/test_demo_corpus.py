@@ -51,6 +51,8 @@ def test_every_value_is_drawn_from_its_own_split(training, held_out):
         kind, text = value.split(":", 1)
         if kind == "num":
             return corpus_values.number_split(text)
+        if kind == "madeup":
+            return corpus_values.TRAIN  # a made-up unit word, training only
         if kind == "unit":
             return next(u.split for u in tools.units.UNITS if u.name == text)
         row = tools.city_table().get(text)
@@ -154,3 +156,27 @@ def test_the_tools_compute_real_results():
     assert "error" in json.loads(tools.execute("get_weather", {"city": "Atlantis"}))
     noon_utc = datetime(2025, 1, 15, 12, 0, tzinfo=timezone.utc)
     assert tools.get_time("Tokyo", now=noon_utc) == {"city": "Tokyo", "time": "21:00", "day": "Wednesday"}
+
+
+def test_most_training_cities_are_made_up_and_their_results_come_from_the_conversation_not_the_table(training):
+    asked = [json.loads(call["function"]["arguments"])["city"] if isinstance(call["function"]["arguments"], str)
+             else call["function"]["arguments"]["city"]
+             for conv in training for m in conv.messages if m["role"] == "assistant"
+             for call in m.get("tool_calls", []) if call["function"]["name"] == "get_weather"]
+    made_up = [city for city in asked if city.lower() not in tools.city_table()]
+    assert len(made_up) > len(asked) / 2
+    # The served tools know only the table: a made-up city is an error there, whatever training said.
+    assert all("error" in json.loads(tools.execute("get_weather", {"city": city})) for city in made_up[:50])
+    town = corpus_values.made_up_town(random.Random(0), "Quorvale")
+    assert json.loads(tools.execute("get_weather", {"city": "quorvale"}, towns={"quorvale": town}))[
+        "temperature_c"] == town["temperature_c"]
+
+
+def test_the_tokenizer_learns_its_merges_from_text_without_any_names():
+    from models.demo.tokenizer_build import without_names
+    texts = ["It's 14°C in Cape Town and 9°C in Oslo; 5 km is 3.1 miles. Zorbulax says hi."] + [
+        "the weather in the city is nice"] * 10
+    out = without_names(texts, ["Cape Town", "Oslo", "km", "miles"])
+    assert "Cape" not in out[0] and "Oslo" not in out[0] and "km" not in out[0] and "miles" not in out[0]
+    assert "Zorbulax" not in out[0]  # a word seen fewer than RARE_WORD_COUNT times is a name too
+    assert "14°" in out[0] and "3.1" in out[0] and out[1] == texts[1]  # numbers and common words stay

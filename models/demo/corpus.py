@@ -34,8 +34,8 @@ from models.demo.tools import TOOLS, format_number
 
 # Share of each kind in training (weights, not probabilities).
 KIND_WEIGHTS = {"weather": 14, "time": 10, "calculate": 16, "convert": 14, "weather_unknown": 3,
-                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 14, "echo": 10}
-LEVEL_WEIGHTS = {rsn.SHORT: 50, rsn.MEDIUM: 35, rsn.LONG: 15}
+                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 14, "echo": 8}
+LEVEL_WEIGHTS = {rsn.SHORT: 58, rsn.MEDIUM: 32, rsn.LONG: 10}
 P_SYSTEM, P_HISTORY, P_NO_THINKING, P_CUT_THINKING, P_CHAT_WITHOUT_TOOLS = 0.3, 0.08, 0.08, 0.08, 0.2
 SYSTEM_PROMPTS = ("You are a helpful assistant.", "You are a concise assistant. Use tools when they help.",
                   "You are a friendly assistant with access to a few tools.", "Answer briefly.")
@@ -97,7 +97,8 @@ def _final(rng: random.Random, plan: Plan) -> tuple[str, str]:
     flat = [json.loads(r) for step in plan.results for r in step]
     s, kind = plan.slots, plan.kind
     if "error" in flat[0] and kind in SINGLE:
-        return ans.after_error(rng, kind.split("_")[0], s.get("city", ""), flat[0])
+        what = s.get("city") or next((w for w in (s.get("from"), s.get("to")) if w and not units.lookup(w)), "")
+        return ans.after_error(rng, kind.split("_")[0], what, flat[0])
     if kind == "weather":
         return ans.after_weather(rng, s["city"], flat[0])
     if kind == "time":
@@ -195,9 +196,7 @@ def training_conversations(seed: int, count: int) -> list[Conversation]:
 
 def _letters(rng: random.Random) -> str:
     """One to three made-up words of random letters, so the drill copies every letter piece of the
-    vocabulary, not only the syllables of made-up names. (Without them, held-out numbers copied but
-    city names and unit words did not; with them, measured, the names still do not: see the model
-    card.)"""
+    vocabulary, not only the syllables of the echo words."""
     words, count = [], rng.randint(1, 3)
     while len(words) < count:
         word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))

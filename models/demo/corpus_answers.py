@@ -63,10 +63,14 @@ def after_convert(rng, v, f, t, r) -> tuple[str, str]:
 
 
 def after_error(rng, kind, what, r) -> tuple[str, str]:
-    """A tool said it does not know `what` (an unknown city): say so, do not invent."""
+    """A tool said it does not know `what` (an unknown city or unit): say so, do not invent."""
     s = dict(what=what, err=r["error"])
     think = _pick(rng, ["The tool returned an error: {err}. I shouldn't make anything up.",
                         "No data for {what}. I'll tell the user."], **s)
+    if kind == "convert":
+        answer = _pick(rng, ["Sorry, the converter doesn't know the unit {what}.",
+                             "I can't convert that: {what} is not a unit the converter knows."], **s)
+        return think, answer
     topic = "weather data" if kind == "weather" else "a time zone"
     answer = _pick(rng, ["Sorry, I couldn't find {topic} for {what}.",
                          "I don't have {topic} for {what}, so I can't answer that one.",

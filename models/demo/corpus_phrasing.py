@@ -46,6 +46,16 @@ WEATHER = _cores("weather", [
     "I'm flying to {city} tomorrow. What's the weather like there?",
     "Do I need an umbrella in {city} today?", "Check the weather in {city}.",
     "Current weather for {city}?", "What's it like outside in {city}?",
+    "Is it warm in {city} right now?", "Is it sunny in {city}?", "How chilly is it in {city} today?",
+    "What's the forecast looking like in {city} right now?", "Weather check: {city}.",
+    "Could you look up the weather in {city}?", "I'm heading out in {city}. What's the weather?",
+    "Is the weather nice in {city}?", "Is it snowing in {city}?", "Tell me how the weather is in {city}.",
+    "What conditions are they having in {city}?", "Temperature in {city}?", "{city}: what's the weather?",
+    "Find out the weather in {city}, please.", "Is it cold out in {city} today?",
+    "How's it looking outside in {city} now?",
+    "Should I bring a jacket in {city}? What's the weather?", "What's the temperature doing in {city}?",
+    "weather {city} today", "Get me the weather for {city}.", "Is the weather good in {city} at the moment?",
+    "I'd like the current weather in {city}.", "Fetch the temperature for {city}.",
 ], [
     "Any idea what the weather is doing in {city}?", "Look up {city}'s weather for me.",
     "My friend lives in {city}; how warm is it there?", "What are conditions like in {city}?",
@@ -59,6 +69,13 @@ TIME = _cores("time", [
     "I need to call someone in {city}. What time is it there?",
     "Can you check the clock in {city}?", "What time is it now in {city}?",
     "Give me the current time for {city}.", "{city} local time please",
+    "What's the clock showing in {city}?", "Time in {city}?",
+    "Could you tell me the time in {city}?", "Is it night in {city}? What time is it?",
+    "How late is it in {city} now?", "Is it morning in {city}? What's the time?", "local time {city}",
+    "Look up the current time in {city}.", "What time do they have in {city} now?",
+    "Check the time in {city} for me.", "What's the hour in {city}?", "Find the local time for {city}.",
+    "{city}: what time is it?", "Is it early in {city}? Tell me the time there.",
+    "I want to know the time in {city}.", "time now {city}",
 ], [
     "Do you know what time it is in {city}?", "What hour is it in {city} at the moment?",
     "Time check for {city}?", "My sister is in {city}; is it late there? What's the time?",
@@ -67,16 +84,28 @@ TIME = _cores("time", [
 
 CALC = (
     _cores("add", ["What is {a} plus {b}?", "Add {a} and {b}.", "{a} + {b}", "What's the sum of {a} and {b}?",
-                   "Calculate {a} + {b}.", "How much is {a} plus {b}?", "{a} plus {b}"],
+                   "Calculate {a} + {b}.", "How much is {a} plus {b}?", "{a} plus {b}",
+                   "Compute {a} + {b}.", "Give me {a} plus {b}.", "Sum of {a} and {b}?",
+                   "Can you add {a} to {b}?", "{a} + {b} = ?", "Figure out {a} plus {b}.", "Total of {a} and {b}?",
+                   "Please add {a} and {b} for me."],
            ["Work out {a} + {b} for me.", "If I add {a} to {b}, what do I get?"], "+")
     + _cores("sub", ["What is {a} minus {b}?", "Subtract {b} from {a}.", "{a} - {b}", "Calculate {a} - {b}.",
-                     "How much is {a} minus {b}?", "What's {a} take away {b}?", "{a} minus {b}"],
+                     "How much is {a} minus {b}?", "What's {a} take away {b}?", "{a} minus {b}",
+                     "Compute {a} - {b}.", "Reduce {a} by {b}.", "{a} - {b} = ?",
+                     "Figure out {a} minus {b}.", "What is the difference of {a} and {b}?",
+                     "Can you subtract {b} from {a}?", "Please do {a} minus {b} for me."],
              ["Work out {a} - {b} for me.", "Take {b} away from {a}; what's left?"], "-")
     + _cores("mul", ["What is {a} times {b}?", "Multiply {a} by {b}.", "{a} * {b}", "Calculate {a} * {b}.",
-                     "What's the product of {a} and {b}?", "How much is {a} multiplied by {b}?", "{a} times {b}"],
+                     "What's the product of {a} and {b}?", "How much is {a} multiplied by {b}?", "{a} times {b}",
+                     "Compute {a} * {b}.", "Give me {a} times {b}.", "{a} * {b} = ?",
+                     "Figure out {a} times {b}.", "Can you multiply {a} by {b}?", "{a} multiplied by {b}?",
+                     "Please multiply {a} and {b} for me."],
              ["Work out {a} * {b} for me.", "If I multiply {a} by {b}, what do I get?"], "*")
     + _cores("div", ["What is {a} divided by {b}?", "Divide {a} by {b}.", "{a} / {b}", "Calculate {a} / {b}.",
-                     "How much is {a} divided by {b}?", "What's {a} over {b}?", "{a} divided by {b}"],
+                     "How much is {a} divided by {b}?", "What's {a} over {b}?", "{a} divided by {b}",
+                     "Compute {a} / {b}.", "Give me {a} divided by {b}.", "{a} / {b} = ?",
+                     "Figure out {a} divided by {b}.", "Can you divide {a} by {b}?", "Split {a} by {b}: how much?",
+                     "Please divide {a} by {b} for me."],
              ["Work out {a} / {b} for me.", "If I divide {a} by {b}, what do I get?"], "/")
 )
 
@@ -85,6 +114,12 @@ CONVERT = _cores("convert", [
     "{v} {from} to {to}", "How many {to} are in {v} {from}?", "{v} {from} in {to} please",
     "Can you convert {v} {from} into {to}?", "What's {v} {from} in {to}?",
     "I have {v} {from}. How much is that in {to}?", "Please convert {v} {from} to {to}.",
+    "Turn {v} {from} into {to}.", "{v} {from} is how many {to}?", "What does {v} {from} come to in {to}?",
+    "How much is {v} {from} in {to}?", "Convert {v} {from} into {to} for me.", "{v} {from} -> {to}",
+    "I ran {v} {from}. What is that in {to}?", "Give me {v} {from} in {to}.",
+    "What would {v} {from} be in {to}?", "My recipe says {v} {from}; how many {to} is that?",
+   
+    "In {to}, how much is {v} {from}?", "The sign says {v} {from}. What's that in {to}?",
 ], [
     "Express {v} {from} in {to}.", "Change {v} {from} into {to} for me.",
     "{v} {from} equals how many {to}?", "I measured {v} {from}; what would that be in {to}?",
@@ -128,10 +163,19 @@ CALC_CHAIN = (
 # Re-number chain cores so ids stay unique across the three groups.
 CALC_CHAIN = [Core(f"chain{c.op}.{c.id.split('.')[1]}", c.text, c.split, c.op) for c in CALC_CHAIN]
 
-PREFIXES = {TRAIN: ["", "", "", "Hi! ", "Hey, ", "Quick question: ", "Hello. ", "I was wondering: ",
-                    "Can you help? ", "Good morning. ", "Question for you: ", "Please help me. "],
+PREFIXES = {TRAIN: ["", "", "", "", "", "Hi! ", "Hey, ", "Quick question: ", "Hello. ", "I was wondering: ",
+                    "Can you help? ", "Good morning. ", "Question for you: ", "Please help me. ", "Hi there. ",
+                    "Hey! ", "Good afternoon. ", "Good evening! ", "So, ", "Alright, ", "Right, ", "Ok so ",
+                    "Another question: ", "Next question: ", "Also, ", "Quick one: ", "If you don't mind, ",
+                    "Pardon me, ", "Hey friend, ", "Hello again. ", "Yo, ", "Morning! ", "Thanks for the last one. ",
+                    "I have a question. ", "Help me out here: ", "Just curious: ", "By the way, ", "Hmm, ",
+                    "Well, ", "One question: ", "Hi, it's me again. ", "Dear assistant, "],
             HELD_OUT: ["", "Hiya! ", "Excuse me, ", "One more thing: ", "Sorry to bother you. ", "Okay, next: "]}
-SUFFIXES = {TRAIN: ["", "", "", " Thanks!", " Thank you.", " Thanks in advance.", " Cheers.", " Please."],
+SUFFIXES = {TRAIN: ["", "", "", "", "", " Thanks!", " Thank you.", " Thanks in advance.", " Cheers.", " Please.",
+                    " Thanks a lot.", " Thank you so much!", " Appreciate it.", " Ta.", " Much obliged.",
+                    " That'd be great.", " I'd appreciate it.", " Thanks, friend.", " No rush.", " If you can.",
+                    " Cheers, mate!", " Thanks again.", " You're the best.", " Thx.", " Kind regards.",
+                    " It would really help.", " Thank you kindly.", " Many thanks in advance.", " Grateful!"],
             HELD_OUT: ["", " Much appreciated.", " Many thanks!", " That would help a lot."]}
 
 

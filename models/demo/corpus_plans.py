@@ -25,6 +25,10 @@ from models.demo import corpus_values as cv
 from models.demo import tools
 from models.demo.units import lookup
 
+# Training requests about a city name a made-up one this often, and a conversion names a made-up
+# unit this often (corpus_values explains why).
+P_MADE_UP_CITY, P_MADE_UP_UNIT = 0.7, 0.15
+
 
 @dataclass
 class Plan:
@@ -35,10 +39,11 @@ class Plan:
     slots: dict[str, str]  # surface strings as the user typed them
     steps: list[list[tuple[str, dict]]] = field(default_factory=list)  # per step: (tool, arguments)
     results: list[list[str]] = field(default_factory=list)  # per step: JSON result per call
+    towns: dict[str, dict] = field(default_factory=dict)  # made-up cities the tools know (training only)
 
     def run(self, calls: list[tuple[str, dict]], now: datetime) -> list[dict]:
         """Execute one step's calls; record and return their parsed results."""
-        out = [tools.execute(name, args, now=now) for name, args in calls]
+        out = [tools.execute(name, args, now=now, towns=self.towns) for name, args in calls]
         self.steps.append(calls)
         self.results.append(out)
         return [json.loads(r) for r in out]
@@ -56,19 +61,39 @@ def _frame(rng, core, slots) -> tuple[ph.Request, dict[str, str]]:
     return request, slots
 
 
-def _two_cities(rng, split) -> tuple[str, str]:
-    c1, c2 = rng.sample(cv.cities(split), 2)
-    return c1, c2
+def _city(rng: random.Random, split: str, towns: dict[str, dict]) -> str:
+    """A city for a request: in training mostly a made-up one, which the tools then know (`towns`).
+
+    Held-out requests draw from the table's held-out cities only, with the same draws as ever, so
+    the evaluation cases do not change when the training mix does.
+    """
+    if split == cv.TRAIN and rng.random() < P_MADE_UP_CITY:
+        name = cv.made_up_city(rng)
+        towns[name.lower()] = cv.made_up_town(rng, name)
+        return name
+    return rng.choice(cv.cities(split))
+
+
+def _two_cities(rng, split, towns) -> tuple[str, str]:
+    if split != cv.TRAIN:
+        c1, c2 = rng.sample(cv.cities(split), 2)
+        return c1, c2
+    while True:
+        c1, c2 = _city(rng, split, towns), _city(rng, split, towns)
+        if c1.lower() != c2.lower():
+            return c1, c2
 
 
 def build(rng: random.Random, split: str, kind: str) -> Plan:
     """A plan of `kind` whose request uses only templates and values of `split`."""
     now = cv.random_now(rng)
+    towns: dict[str, dict] = {}
     if kind in ("weather", "time", "weather_unknown", "time_unknown"):
         base = kind.split("_")[0]
-        city = cv.unknown_city(rng) if kind.endswith("unknown") else rng.choice(cv.cities(split))
+        # An unknown city is made up and not added to `towns`: the tool answers with an error.
+        city = cv.made_up_city(rng) if kind.endswith("unknown") else _city(rng, split, towns)
         request, s = _frame(rng, _core(rng, ph.WEATHER if base == "weather" else ph.TIME, split), {"city": city})
-        plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s)
+        plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_weather" if base == "weather" else "get_time", {"city": s["city"]})], now)
         return plan
     if kind == "calculate":
@@ -82,35 +107,42 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         dims = cv.unit_words(split)
         units = rng.sample(dims[rng.choice(sorted(dims))], 2)
         words = [rng.choice(u.aliases) for u in units]
+        values = [f"unit:{u.name}" for u in units]
+        if split == cv.TRAIN and rng.random() < P_MADE_UP_UNIT:
+            # A unit the converter rejects: the words of a call are copied from the request, never recalled.
+            k = rng.randrange(2)
+            words[k] = cv.made_up_unit(rng)
+            values[k] = f"madeup:{words[k]}"
         v = cv.draw_number(rng, split, positive=units[0].dimension != "temperature")
         request, s = _frame(rng, _core(rng, ph.CONVERT, split), {"v": v, "from": words[0], "to": words[1]})
-        plan = Plan(kind, request.text, request.template_id,
-                    [f"num:{v}"] + [f"unit:{u.name}" for u in units], s)
+        plan = Plan(kind, request.text, request.template_id, [f"num:{v}"] + values, s)
         plan.run([("convert_units", {"value": cv.as_json_number(v), "from_unit": s["from"], "to_unit": s["to"]})],
                  now)
         return plan
     if kind in ("wdiff", "wtwo"):
-        c1, c2 = _two_cities(rng, split)
+        c1, c2 = _two_cities(rng, split, towns)
         request, s = _frame(rng, _core(rng, ph.WEATHER_DIFF if kind == "wdiff" else ph.WEATHER_TWO, split),
                             {"c1": c1, "c2": c2})
-        plan = Plan(kind, request.text, request.template_id, [f"city:{c1.lower()}", f"city:{c2.lower()}"], s)
+        plan = Plan(kind, request.text, request.template_id, [f"city:{c1.lower()}", f"city:{c2.lower()}"], s,
+                    towns=towns)
         first = plan.run([("get_weather", {"city": s["c1"]}), ("get_weather", {"city": s["c2"]})], now)
         if kind == "wdiff":
             t1, t2 = first[0]["temperature_c"], first[1]["temperature_c"]
             plan.run([("calculate", {"a": t1, "op": "-", "b": t2})], now)
         return plan
     if kind == "tw":
-        city = rng.choice(cv.cities(split))
+        city = _city(rng, split, towns)
         request, s = _frame(rng, _core(rng, ph.TIME_WEATHER, split), {"city": city})
-        plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s)
+        plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_time", {"city": s["city"]}), ("get_weather", {"city": s["city"]})], now)
         return plan
     if kind == "wconv":
-        city = rng.choice(cv.cities(split))
+        city = _city(rng, split, towns)
         to = rng.choice([w for u in cv.unit_words(split)["temperature"] if u.name != "celsius" for w in u.aliases
                          if len(w) > 2])
         request, s = _frame(rng, _core(rng, ph.WEATHER_CONVERT, split), {"city": city, "to": to})
-        plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}", f"unit:{lookup(to).name}"], s)
+        plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}", f"unit:{lookup(to).name}"], s,
+                    towns=towns)
         first = plan.run([("get_weather", {"city": s["city"]})], now)
         plan.run([("convert_units", {"value": first[0]["temperature_c"], "from_unit": "celsius",
                                      "to_unit": s["to"]})], now)

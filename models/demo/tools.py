@@ -90,8 +90,9 @@ def city_table() -> dict[str, dict]:
     return {row["city"].lower(): row for row in rows}
 
 
-def _find_city(city: str) -> dict | None:
-    return city_table().get(" ".join(str(city).strip().lower().split()))
+def _find_city(city: str, towns: dict[str, dict] | None = None) -> dict | None:
+    key = " ".join(str(city).strip().lower().split())
+    return city_table().get(key) or (towns or {}).get(key)
 
 
 def calculate(a: float, op: str, b: float) -> dict:
@@ -103,8 +104,8 @@ def calculate(a: float, op: str, b: float) -> dict:
     return {"result": clean_number(_APPLY[op](a, b))}
 
 
-def get_weather(city: str) -> dict:
-    row = _find_city(city)
+def get_weather(city: str, towns: dict[str, dict] | None = None) -> dict:
+    row = _find_city(city, towns)
     if row is None:
         return {"error": f"no weather data for {city}"}
     return {"city": row["city"], "temperature_c": row["temperature_c"], "condition": row["condition"]}
@@ -122,9 +123,9 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> dict:
     return {"result": clean_number(result), "unit": to_unit}
 
 
-def get_time(city: str, now: datetime | None = None) -> dict:
+def get_time(city: str, now: datetime | None = None, towns: dict[str, dict] | None = None) -> dict:
     """Local time in `city` at `now` (default: the real current time, UTC-aware)."""
-    row = _find_city(city)
+    row = _find_city(city, towns)
     if row is None:
         return {"error": f"no time zone known for {city}"}
     now = now or datetime.now(timezone.utc)
@@ -132,8 +133,12 @@ def get_time(city: str, now: datetime | None = None) -> dict:
     return {"city": row["city"], "time": local.strftime("%H:%M"), "day": local.strftime("%A")}
 
 
-def execute(name: str, arguments: dict | str, *, now: datetime | None = None) -> str:
+def execute(name: str, arguments: dict | str, *, now: datetime | None = None,
+            towns: dict[str, dict] | None = None) -> str:
     """Run one tool call; return the tool message content (compact JSON).
+
+    `towns` adds rows to the weather table, keyed by lower-case name: the training corpus's
+    made-up cities (corpus_values.made_up_town). Served and evaluated calls see the table only.
 
     Bad calls (unknown tool, malformed or missing arguments) come back as an
     `{"error": ...}` result, as a real agent harness would report them.
@@ -143,11 +148,11 @@ def execute(name: str, arguments: dict | str, *, now: datetime | None = None) ->
         if name == "calculate":
             result = calculate(args["a"], args["op"], args["b"])
         elif name == "get_weather":
-            result = get_weather(args["city"])
+            result = get_weather(args["city"], towns)
         elif name == "convert_units":
             result = convert_units(args["value"], args["from_unit"], args["to_unit"])
         elif name == "get_time":
-            result = get_time(args["city"], now=now)
+            result = get_time(args["city"], now=now, towns=towns)
         else:
             result = {"error": f"unknown tool {name}"}
     except (KeyError, TypeError, ValueError) as exc:

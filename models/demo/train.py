@@ -36,12 +36,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from models.demo import corpus, dataset, model_card, render, tokenizer_build
+from models.demo import corpus, dataset, model_card, render, tokenizer_build, tools, units
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; steps: then the agent corpus.
 DEFAULTS = dict(layers=4, hidden=128, heads=4, kv_heads=2, head_dim=32, intermediate=384, window=64,
-                drill_steps=1800, drill_rows=16, drill_loss=0.3, steps=1300, rows=8, lr=3e-3, warmup=30, weight_decay=0.01,
+                drill_steps=1800, drill_rows=16, drill_loss=0.3, steps=1650, rows=8, lr=3e-3, warmup=30, weight_decay=0.01,
                 vocab=2048, tokenizer_corpus=4000, threads=2)
 
 
@@ -118,8 +118,10 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
 
     convs = corpus.training_conversations(seed, cfg["steps"] * cfg["rows"] + 256)
     rendered = [dataset.rendered(c) for c in convs]
-    tokenizer = tokenizer_build.build_tokenizer([text for text, _ in rendered[: cfg["tokenizer_corpus"]]],
-                                                vocab_size=cfg["vocab"], chat_template=render.chat_template())
+    names = [row["city"] for row in tools.city_table().values()] + [w for u in units.UNITS for w in u.aliases]
+    tokenizer = tokenizer_build.build_tokenizer(
+        tokenizer_build.without_names([text for text, _ in rendered[: cfg["tokenizer_corpus"]]], names),
+        vocab_size=cfg["vocab"], chat_template=render.chat_template())
     examples = [dataset.encode(text, spans, tokenizer) for text, spans in rendered]
     batches = dataset.batches(examples, tokenizer, cfg["rows"], seed)
     drills = [dataset.encode(*dataset.rendered(c), tokenizer)
