@@ -13,7 +13,7 @@ from models.demo import corpus
 from models.demo.parse import parse_turn
 from models.demo.render import chat_template, render
 from models.demo.tokenizer_build import MARKER_TOKENS, SPECIAL_TOKENS
-from models.demo.tools import TOOLS
+from models.demo.tools import TOOLS, execute
 
 CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "demo" / "checkpoint"
 
@@ -77,19 +77,18 @@ def _greedy(model, tokenizer, prompt_ids: list[int], max_new: int = 400) -> list
     return out[0, len(prompt_ids):].tolist()
 
 
-@pytest.mark.parametrize("kind", ["weather", "calculate"])
-def test_an_agent_loop_that_passes_reasoning_back_re_renders_the_generated_tokens(model, tokenizer, kind):
-    case = next(c for c in corpus.held_out_cases() if c.kind == kind)
-    messages = list(case.messages)
+@pytest.mark.parametrize("request_text", ["What's the weather in Oslo?", "What is 37 times 12.5?"])
+def test_an_agent_loop_that_passes_reasoning_back_re_renders_the_generated_tokens(model, tokenizer, request_text):
+    # Training phrasings: this is about the template round trip, not about held-out accuracy (that is
+    # the evaluation's business: evaluate_http.py, model card).
+    messages = [{"role": "user", "content": request_text}]
     prompt = tokenizer(render(messages, TOOLS, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
     generated = _greedy(model, tokenizer, prompt)
     assert generated[-1] == tokenizer.convert_tokens_to_ids("<|im_end|>")
     turn = parse_turn(tokenizer.decode(generated))
-    # Whether the call is the right one is the evaluation's business (evaluate_http.py, model card);
-    # here: a well-formed call of a shipped tool, and a loop that re-renders to the same tokens.
     assert turn.tool_calls and turn.tool_calls[0].name in {t["function"]["name"] for t in TOOLS}
     messages.append(turn.message())
-    messages += [{"role": "tool", "content": r} for r in case.steps[0].results]
+    messages += [{"role": "tool", "content": execute(call.name, call.arguments)} for call in turn.tool_calls]
     rerendered = tokenizer(render(messages, TOOLS, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
     assert rerendered[: len(prompt) + len(generated)] == prompt + generated
 

@@ -94,7 +94,7 @@ with the value it was given.
 
 `Qwen3ForCausalLM`: {cfg.get('layers')} layers, hidden {cfg.get('hidden')}, {cfg.get('heads')} heads
 ({cfg.get('kv_heads')} KV heads, head_dim {cfg.get('head_dim')}), MLP {cfg.get('intermediate')}, vocab
-{tr.get('vocab_size')} (byte-level BPE trained on the training corpus), tied embeddings, bf16 weights.
+{tr.get('vocab_size')} (byte-level BPE trained on the training corpus with every name cut out), tied embeddings, bf16 weights.
 **Windowed layers**: `use_sliding_window=true`, `sliding_window={cfg.get('window')}`, `max_window_layers=1`, so
 `layer_types` is full attention for layer 0 and a {cfg.get('window')}-token sliding window for every other
 layer. The thinking text restates the values a call needs every few dozen tokens, because most layers
@@ -112,7 +112,8 @@ the tokens the model generated. EOS is `<|im_end|>`.
 numbers, until its loss fell under {cfg.get('drill_loss')} (a model this small learns to copy unseen text
 in a sudden change after several hundred dense copy steps; without the drill it never did within the
 budget). Then {tr.get('steps', 0) - (tr.get('drill_steps_run') or 0)} steps of {cfg.get('rows')} of
-{tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`). Loss on
+{tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; most name made-up
+cities and some made-up units, so that calls copy names rather than recall them). Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
 then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms, then cast to bf16.
 Final training loss {tr.get('final_loss', 0):.4f}. Wall time {tr.get('wall_seconds', 0) / 60:.1f} min
