@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 import zlib
-from functools import lru_cache
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 from models.demo import tools, units
 
@@ -79,9 +79,6 @@ def as_json_number(text: str) -> int | float:
 
 SYLLABLES = ("ka", "lo", "mir", "ven", "tor", "sa", "dun", "bel", "qua", "rho", "zen", "ith",
               "mar", "os", "vel", "tra", "gor", "ny", "shi", "pel", "ard", "wyn", "cor", "ul")
-_SUFFIXES = ("", "", "", " City", "port", "burg", "ville", " Bay", "stad", "ford")
-
-
 _ONSETS = ("b", "br", "c", "ch", "d", "dr", "f", "g", "gr", "h", "j", "k", "kr", "l", "m", "n", "p", "pr",
            "qu", "r", "s", "sh", "sk", "st", "t", "tr", "th", "v", "w", "y", "z", "")
 _VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "au", "ea", "ia", "ou", "y")
@@ -114,7 +111,12 @@ def _chained_word(rng: random.Random) -> str:
     return word[2:]
 
 
-def made_up_word(rng: random.Random) -> str:
+def _syllables(rng: random.Random, most: int) -> str:
+    """One to `most` random onset-vowel-coda syllables, glued."""
+    return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.randint(1, most)))
+
+
+def _made_up_word(rng: random.Random) -> str:
     """A lower-case made-up word for a city name (training only).
 
     A small model learns to copy the pieces it was trained to copy, not pieces in general
@@ -131,8 +133,7 @@ def made_up_word(rng: random.Random) -> str:
         elif source < 0.7:
             word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 10)))
         else:
-            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                           for _ in range(rng.randint(1, 3)))
+            word = _syllables(rng, 3)
         if len(word) >= 3:
             return word
 
@@ -147,7 +148,7 @@ def made_up_city(rng: random.Random) -> str:
     """
     known = tools.city_table()
     while True:
-        name = made_up_word(rng)
+        name = _made_up_word(rng)
         shape = rng.random()
         if shape < 0.15:
             name = rng.choice(_PREFIXES) + name.title()
@@ -169,8 +170,7 @@ def made_up_town(rng: random.Random, name: str) -> dict:
 def made_up_unit(rng: random.Random) -> str:
     """A made-up unit word (training only): the converter rejects it, the model must still copy it."""
     while True:
-        word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                       for _ in range(rng.randint(1, 2)))
+        word = _syllables(rng, 2)
         if len(word) >= 2 and units.lookup(word) is None and units.lookup(word + "s") is None:
             return word + ("s" if rng.random() < 0.5 else "")
 
