@@ -126,10 +126,19 @@ def _unfinished_char(data: bytes) -> bytes:
 
 class ReasoningBudgetMachine:
     """One request's budget. Ask `forced_token()` before sampling, then
-    `accept()` the token that was emitted, forced or not."""
+    `accept()` the token that was emitted, forced or not.
 
-    def __init__(self, plan: BudgetPlan, token_bytes: Callable[[int], bytes]) -> None:
+    `close_on`: tokens that must not end the turn inside a thought (the
+    end-of-turn tokens, when tool_choice demands a call after the thought).
+    Sampled while the thought is open, `substitute()` turns one into the
+    start of message + closer, so the thought ends exactly as a spent budget
+    ends it (tool_choice_forcer.py then makes the call).
+    """
+
+    def __init__(self, plan: BudgetPlan, token_bytes: Callable[[int], bytes],
+                 close_on: Iterable[int] = ()) -> None:
         self._plan = plan
+        self._close_on = frozenset(close_on)
         self._token_bytes = token_bytes
         self._start = _TailMatcher(plan.start_seqs)
         self._end = _TailMatcher(plan.end_seqs)
@@ -159,6 +168,13 @@ class ReasoningBudgetMachine:
         if self._state is BudgetState.FORCING:
             return self._plan.forced[self._force_pos]
         return None
+
+    def substitute(self, token: int) -> int:
+        """An end-of-turn token inside an open thought becomes the first forced token (see `close_on`)."""
+        if token in self._close_on and self._state in (BudgetState.COUNTING, BudgetState.WAITING_UTF8):
+            self._begin_forcing()
+            return self._plan.forced[0]
+        return token
 
     def accept(self, token_id: int) -> None:
         """Feed one emitted token. While FORCING it must be the forced one:

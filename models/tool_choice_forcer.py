@@ -8,7 +8,12 @@ the arguments from there. When the prompt opened a thought, forcing waits
 until the thought closes, so reasoning still happens first. A model that
 tries to end its turn inside the thought (an end-of-turn token sampled while
 waiting) gets the thought's closer instead, then the call: "required" means
-a call, not a turn that ends in thinking.
+a call, not a turn that ends in thinking. The closer is preceded by
+`closing_message` (the server's `--reasoning-budget-message`), as when a
+budget closes a thought: a thought the server cuts ends the same way
+whichever rule cut it, so a client that passes the reasoning back gets it
+re-rendered as the same tokens (with the message "\n", the Qwen3
+template's own "\n</think>").
 
 Same protocol as the reasoning-budget machine (`forced_token()` /
 `accept(token)`), plus `substitute(token)`, which the sampler offers every
@@ -29,11 +34,13 @@ class _State(enum.Enum):
 
 
 class ToolChoiceForcer:
-    def __init__(self, forced: tuple[int, ...], wait_for: tuple[int, ...] = (), end_ids: tuple[int, ...] = ()):
+    def __init__(self, forced: tuple[int, ...], wait_for: tuple[int, ...] = (), end_ids: tuple[int, ...] = (),
+                 closing_message: tuple[int, ...] = ()):
         if not forced:
             raise ValueError("nothing to force")
         self.forced = tuple(forced)
         self.wait_for = tuple(wait_for)
+        self.closing_message = tuple(closing_message)  # forced before a closer the model did not start
         self.end_ids = frozenset(end_ids)  # tokens that would end the turn (EOS, stop ids)
         self._state = _State.WAITING if self.wait_for else _State.FORCING
         self._queue = self.forced  # what FORCING emits, token by token
@@ -59,7 +66,10 @@ class ToolChoiceForcer:
     def substitute(self, token: int) -> int:
         """An end-of-turn token while waiting becomes the closer, and the call follows."""
         if self._state is _State.WAITING and token in self.end_ids:
-            self._queue = self._closer_left() + self.forced
+            left = self._closer_left()
+            # A half-written closer is finished at once; a message would split it.
+            message = self.closing_message if left == self.wait_for else ()
+            self._queue = message + left + self.forced
             self._state, self._i = _State.FORCING, 0
             return self._queue[0]
         return token

@@ -43,8 +43,10 @@ class SamplingParams:
     # Typed loosely to keep this module free of model-side imports.
     reasoning_budget: Any = None
     # tool_choice "required" / a named function: (tokens to force, tokens to
-    # wait for first -- the reasoning closer when the prompt opened a thought).
-    forced_tool_call: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    # wait for first -- the reasoning closer when the prompt opened a thought,
+    # tokens forced before that closer when the model ends its turn inside the
+    # thought -- the reasoning budget message).
+    forced_tool_call: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
 
     @property
     def greedy(self) -> bool:

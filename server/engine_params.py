@@ -71,11 +71,15 @@ def _forced_tool_call(req, state, reasoning_open: bool):
             f"tool-call format, and this checkpoint's family ({info.spec.model_type}) has none", param="tool_choice")
     bare, named = _CALL_PREFIX[fmt]
     text = bare if isinstance(choice, str) else named.format(name=choice.function.name)
+    encode = lambda t: tuple(state.tokenizer.encode(t, add_special_tokens=False))  # noqa: E731
     wait: tuple[int, ...] = ()
+    message: tuple[int, ...] = ()
     if reasoning_open and info.reasoning is not None and info.reasoning.end:
-        wait = tuple(state.tokenizer.encode(info.reasoning.end, add_special_tokens=False))
+        wait = encode(info.reasoning.end)
         text = "\n\n" + text  # the templates' separator after a closed thought
-    return tuple(state.tokenizer.encode(text, add_special_tokens=False)), wait
+        # A thought the forcer closes ends as a budget-closed one does (tool_choice_forcer.py).
+        message = encode(state.settings.reasoning_budget_message or "")
+    return encode(text), wait, message
 
 
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,

@@ -158,12 +158,18 @@ def build_runtime(s: ServeSettings):
 
     def processors(seq):
         # Order matters: the budget may force the closer the tool forcer waits for.
+        # A turn that must call a tool and tries to end inside its thought has the thought closed for
+        # it: by the budget machine (message + closer, as a spent budget) when there is one, else by
+        # the forcer (the same budget message + closer).
         procs = []
-        if seq.params.reasoning_budget is not None:
-            procs.append(ReasoningBudgetMachine(seq.params.reasoning_budget, token_bytes))
-        if seq.params.forced_tool_call is not None:
-            ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
-            procs.append(ToolChoiceForcer(*seq.params.forced_tool_call, end_ids=ends))
+        call = seq.params.forced_tool_call
+        ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
+        budget = seq.params.reasoning_budget
+        if budget is not None:
+            procs.append(ReasoningBudgetMachine(budget, token_bytes, close_on=ends if call and call[1] else ()))
+        if call is not None:
+            forced, wait_for, message = call
+            procs.append(ToolChoiceForcer(forced, wait_for, end_ids=ends, closing_message=() if budget else message))
         return procs
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,

@@ -58,7 +58,7 @@ class ServeSettings(BaseSettings):
     swa_eviction_interval: int = Field(128, ge=1, description="decode steps between window slides")
 
     reasoning_budget: int = Field(-1, description="server default thinking budget in tokens (-1 unrestricted, 0 none)")
-    reasoning_budget_message: str | None = Field(None, description="text forced before the closing tag when a budget runs out")
+    reasoning_budget_message: str | None = Field(None, description="text forced before the closing tag when a budget runs out (or tool_choice closes a thought)")
 
     parallel: int = Field(4, ge=1, le=256, description="logical slots (llama.cpp --parallel)")
     slot_save_path: Path | None = Field(None, description="directory for .fslot files; enables slot save/restore/erase")

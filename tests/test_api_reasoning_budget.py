@@ -257,3 +257,17 @@ def test_a_forced_tool_call_is_made_even_when_the_model_tries_to_end_its_turn_in
     forced = plain.tokenize('\n\n<tool_call>\n{"name": "lookup", "arguments": ')
     assert out[0] == ids["</think>"], "the end of turn inside the thought became the closer"
     assert out[1:1 + len(forced)] == forced
+
+
+def test_a_forced_call_after_an_end_of_turn_inside_a_budgeted_thought_closes_it_as_the_budget_would(flagged):
+    # The same message + closer a spent budget forces: a client passing the reasoning back gets it
+    # re-rendered the same way whichever rule closed the thought.
+    ids = _ids(flagged)
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    bias = {str(ids["</think>"]): -100.0, str(ids["<tool_call>"]): -100.0, str(ids["<|im_end|>"]): 100.0}
+    resp = _chat(flagged, max_tokens=40, tools=[tool], logit_bias=bias, reasoning_budget_tokens=100,
+                 tool_choice="required")
+    out = resp["choices"][0]["token_ids"]
+    closing = flagged.tokenize(MESSAGE) + [ids["</think>"]]
+    assert out[:len(closing)] == closing
+    assert out[len(closing):len(closing) + 3] == flagged.tokenize("\n\n<tool_call>")[:3]

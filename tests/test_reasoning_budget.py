@@ -135,6 +135,34 @@ def test_the_message_is_forced_before_the_closer():
     assert emitted == [OPEN, A, A, MSG_1, MSG_2, CLOSE, A, A, A]
 
 
+EOT = 2
+
+
+def test_an_end_of_turn_inside_a_thought_that_must_close_starts_message_and_closer():
+    machine = ReasoningBudgetMachine(plan(50, forced=(MSG_1, MSG_2, CLOSE)), token_bytes, close_on=(EOT,))
+    emitted = []
+    for proposal in [OPEN, A, EOT, A, A, A]:
+        forced = machine.forced_token()
+        token = machine.substitute(proposal) if forced is None else forced
+        machine.accept(token)
+        emitted.append(token)
+    assert emitted == [OPEN, A, MSG_1, MSG_2, CLOSE, A]
+    assert machine.state is BudgetState.DONE
+
+
+def test_an_end_of_turn_outside_a_thought_is_left_alone():
+    machine = ReasoningBudgetMachine(plan(50, forced=(MSG_1, MSG_2, CLOSE)), token_bytes, close_on=(EOT,))
+    assert machine.substitute(EOT) == EOT  # no thought open yet
+    generate(machine, [OPEN, A, CLOSE])
+    assert machine.substitute(EOT) == EOT
+
+
+def test_without_close_on_an_end_of_turn_ends_the_thought_as_sampled():
+    machine = ReasoningBudgetMachine(plan(50), token_bytes)
+    generate(machine, [OPEN, A])
+    assert machine.substitute(EOT) == EOT
+
+
 def test_forcing_waits_for_a_split_utf8_character_to_complete():
     machine = ReasoningBudgetMachine(plan(2), token_bytes)
     generate(machine, [OPEN, A, E_LEAD])

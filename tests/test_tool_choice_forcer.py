@@ -39,6 +39,22 @@ def test_an_end_of_turn_inside_the_thought_becomes_the_closer_then_the_call():
     assert _drive(f, [7, 8, EOS]) == [7, 8, *CLOSE, *CALL]
 
 
+def test_an_end_of_turn_inside_the_thought_closes_it_with_the_budget_message_first():
+    # As a budget-closed thought ends: "\n" + "</think>" is what the Qwen3 template re-renders.
+    f = ToolChoiceForcer(CALL, CLOSE, end_ids=(EOS,), closing_message=(60,))
+    assert _drive(f, [7, 8, EOS]) == [7, 8, 60, *CLOSE, *CALL]
+
+
+def test_a_thought_the_model_closes_itself_gets_no_message():
+    f = ToolChoiceForcer(CALL, CLOSE, end_ids=(EOS,), closing_message=(60,))
+    assert _drive(f, [7, *CLOSE]) == [7, *CLOSE, *CALL]
+
+
+def test_a_half_written_closer_is_finished_without_the_message_splitting_it():
+    f = ToolChoiceForcer(CALL, CLOSE, end_ids=(EOS,), closing_message=(60,))
+    assert _drive(f, [7, CLOSE[0], EOS]) == [7, *CLOSE, *CALL]
+
+
 def test_a_half_written_closer_is_finished_not_repeated():
     f = ToolChoiceForcer(CALL, CLOSE, end_ids=(EOS,))
     assert _drive(f, [7, CLOSE[0], EOS]) == [7, *CLOSE, *CALL]
