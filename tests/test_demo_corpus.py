@@ -180,3 +180,15 @@ def test_the_tokenizer_learns_its_merges_from_text_without_any_names():
     assert "Cape" not in out[0] and "Oslo" not in out[0] and "km" not in out[0] and "miles" not in out[0]
     assert "Zorbulax" not in out[0]  # a word seen fewer than RARE_WORD_COUNT times is a name too
     assert "14°" in out[0] and "3.1" in out[0] and out[1] == texts[1]  # numbers and common words stay
+
+
+def test_some_call_turns_come_back_without_reasoning_and_only_what_follows_them_is_trained(training):
+    # As a client that drops reasoning (or the evaluation, sending the expected call) renders them.
+    dropped = [c for c in training if c.context_only]
+    assert 0.05 < len(dropped) / len(training) < 0.3
+    for conv in dropped[:20]:
+        assert all(conv.messages[i]["tool_calls"] and conv.messages[i]["reasoning_content"] == ""
+                   for i in conv.context_only)
+        text, spans = trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning,
+                                    conv.context_only)
+        assert spans and all("<tool_call>" not in text[start:end] for start, end in spans)

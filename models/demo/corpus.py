@@ -37,6 +37,9 @@ KIND_WEIGHTS = {"weather": 14, "time": 10, "calculate": 16, "convert": 14, "weat
                 "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 14, "echo": 8}
 LEVEL_WEIGHTS = {rsn.SHORT: 58, rsn.MEDIUM: 32, rsn.LONG: 10}
 P_SYSTEM, P_HISTORY, P_NO_THINKING, P_CUT_THINKING, P_CHAT_WITHOUT_TOOLS = 0.3, 0.08, 0.08, 0.08, 0.2
+# Call turns passed back without their reasoning, as clients that drop it (and the evaluation, when it
+# supplies the expected call) send them: the answer after the results must not depend on the thought.
+P_DROPPED_REASONING = 0.15
 SYSTEM_PROMPTS = ("You are a helpful assistant.", "You are a concise assistant. Use tools when they help.",
                   "You are a friendly assistant with access to a few tools.", "Answer briefly.")
 HELD_OUT_SEED = 20250601
@@ -54,6 +57,7 @@ class Conversation:
     template_ids: tuple[str, ...]  # every request's template, history included
     values: tuple[str, ...]  # every request's slot values, history included
     untrained_reasoning: frozenset[int] = frozenset()  # assistant messages whose thought was cut short
+    context_only: frozenset[int] = frozenset()  # assistant messages that are context, not targets
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,7 @@ def training_conversation(rng: random.Random) -> Conversation:
             template_ids.append(plan.template_id)
     offered = TOOLS
     cut: frozenset[int] = frozenset()
+    dropped: frozenset[int] = frozenset()
     if kind in ("chat", "echo"):
         turns, template_id, new_values = _chat_turns(rng, cv.TRAIN, thinking, chat.ECHO if kind == "echo" else None)
         messages += turns
@@ -178,14 +183,20 @@ def training_conversation(rng: random.Random) -> Conversation:
             template_id += "|stepwise"
         messages.append({"role": "user", "content": request})
         messages += _plan_turns(rng, plan, level, thinking)
-        if thinking and rng.random() < P_CUT_THINKING:
+        if thinking and rng.random() < P_DROPPED_REASONING:
+            calls = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls")
+                     and i > max(k for k, x in enumerate(messages) if x["role"] == "user")]
+            for i in calls:
+                messages[i] = {**messages[i], "reasoning_content": ""}
+            dropped = frozenset(calls)
+        elif thinking and rng.random() < P_CUT_THINKING:
             # As if a reasoning budget forced </think> early: the cut thought is context, not a target.
             index = max(i for i, m in enumerate(messages) if m["role"] == "user") + 1
             words = messages[index]["reasoning_content"].split(" ")
             messages[index]["reasoning_content"] = " ".join(words[:rng.randint(0, 12)])
             cut = frozenset({index})
     return Conversation(messages, offered, thinking, kind, tuple(template_ids + [template_id]),
-                        tuple(values + new_values), cut)
+                        tuple(values + new_values), cut, dropped)
 
 
 def training_conversations(seed: int, count: int) -> list[Conversation]:

@@ -179,6 +179,9 @@ SUFFIXES = {TRAIN: ["", "", "", "", "", " Thanks!", " Thank you.", " Thanks in a
             HELD_OUT: ["", " Much appreciated.", " Many thanks!", " That would help a lot."]}
 
 
+P_COMPOSED_FRAME = 0.3  # training requests framed by two prefixes and two suffixes (frame() says why)
+
+
 @dataclass(frozen=True)
 class Request:
     text: str
@@ -205,10 +208,17 @@ def frame(rng: random.Random, core: Core, slots: dict[str, str]) -> Request:
             break
     style = "lower" if rng.random() < 0.15 else "plain"
     body = core.text.format(**slots)
-    prefix = PREFIXES[split][p]
+    prefix, suffix = PREFIXES[split][p], SUFFIXES[split][s]
+    if split == TRAIN and rng.random() < P_COMPOSED_FRAME:
+        # Two greetings or two sign-offs in a row: many more frames from the same words, so the model
+        # learns that whatever surrounds the request does not change the call. (Held-out requests draw
+        # nothing here, so they do not change.)
+        prefix += rng.choice(PREFIXES[TRAIN][5:])
+        suffix += rng.choice(SUFFIXES[TRAIN][5:])
+        p, s = f"{p}+", f"{s}+"
     if prefix and body[0].isupper() and not body.startswith(tuple(slots.values())):
         body = body[0].lower() + body[1:]
-    text = prefix + body + SUFFIXES[split][s]
+    text = prefix + body + suffix
     if style == "lower":
         text = text.lower()
     frame_id = f"{split}.p{p}.s{s}.{style}"

@@ -37,7 +37,7 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
     """
     if kind in ("weather", "weather_unknown"):
         return {
-            "goal": ["The user wants the current weather in {city}.", "This is a weather question about {city}.",
+            "goal": ["The user wants the weather in {city}.", "This is a weather question about {city}.",
                      "They're asking how the weather is in {city}.", "The user asks about conditions in {city}."],
             "choose": ["I can't know live weather myself, so I'll use get_weather for {city}.",
                        "get_weather returns the temperature and condition for a city, which fits {city}.",
@@ -53,7 +53,7 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
         }
     if kind in ("time", "time_unknown"):
         return {
-            "goal": ["The user wants the local time in {city}.", "This is a question about the time in {city}.",
+            "goal": ["The user wants the time in {city}.", "This is a question about the time in {city}.",
                      "They're asking what time it is in {city}."],
             "choose": ["I don't have a clock for {city}, so I'll use get_time.",
                        "get_time gives the current local time for a city, here {city}.",
@@ -69,8 +69,8 @@ def _pools(kind: str, s: dict[str, str]) -> dict[str, list[str]]:
     if kind == "calculate":
         w = {k: v.format(**s) for k, v in OP_WORDS[s["op"]].items()}
         return {
-            "goal": [f"The user wants {w['desc']}.", "This is arithmetic: {a} {op} {b}.",
-                     "They're asking for {a} {op} {b}.", f"I need to {w['verb']}."],
+            "goal": ["The user wants {a} {op} {b}.", "This is arithmetic: {a} {op} {b}.",
+                     f"They're asking for {w['desc']}.", f"I need to {w['verb']}."],
             "choose": ["I'll use the calculate tool so the result is exact.",
                        "calculate takes a, op and b: a = {a}, op = {op}, b = {b}.",
                        f"This is {w['name']}, which calculate does with op {{op}}."],
@@ -111,12 +111,15 @@ def think_before_call(rng: random.Random, kind: str, slots: dict[str, str], leve
     """Reasoning before a single tool call of `kind`."""
     pools = {role: [_fill(x, slots) for x in xs] for role, xs in _pools(kind, slots).items()}
     pick = rng.choice
+    # Short and medium thoughts open with the kind's first goal and close with its first args sentence:
+    # one wording for the two decisions (which tool, which values), so the model learns them rather
+    # than spreading them over paraphrases. The variety lives in the middle and in long thoughts.
+    goal, args = pools["goal"][0], pools["args"][0]
     if level == SHORT:
-        parts = [pick(pools["args"])] if rng.random() < 0.3 else [pick(pools["goal"]), pick(pools["args"])]
-        return " ".join(parts)
+        return f"{goal} {args}"
     if level == MEDIUM:
         extras = rng.sample(pools["extra"], rng.randint(0, 2))
-        return " ".join([pick(pools["goal"]), pick(pools["choose"]), *extras, pick(pools["args"])])
+        return " ".join([goal, pick(pools["choose"]), *extras, args])
     steps = [pick(pools["goal"]), pick(pools["choose"]), *rng.sample(pools["extra"], len(pools["extra"]))]
     opener = rng.choice(["Let me think this through step by step.", "Let me work through this carefully.",
                          "Step by step:"])

@@ -51,7 +51,8 @@ def _system_prefix(text: str) -> str:
 
 def rendered(conv: Conversation) -> tuple[str, list[tuple[int, int]]]:
     """The conversation as the serving template renders it, and its trained character spans."""
-    return trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning)
+    return trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning,
+                         conv.context_only)
 
 
 def encode(text: str, spans: list[tuple[int, int]], tokenizer) -> Example:

@@ -42,18 +42,20 @@ def render(messages: list[dict], tools: list[dict] | None = None, *, add_generat
 
 
 def trained_spans(messages: list[dict], tools: list[dict] | None, enable_thinking: bool = True,
-                  untrained_reasoning: frozenset[int] = frozenset()) -> tuple[str, list[tuple[int, int]]]:
+                  untrained_reasoning: frozenset[int] = frozenset(), context_only: frozenset[int] = frozenset()
+                  ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the [start, end) character spans the model is trained to generate.
 
     A span starts after the generation prompt (`<|im_start|>assistant\\n<think>\\n`) -- or, for a thought
     in `untrained_reasoning` (cut short as a reasoning budget would), after its `</think>` -- and ends
-    after `<|im_end|>`; the newline the template puts after it is not generated.
+    after `<|im_end|>`; the newline the template puts after it is not generated. Messages in
+    `context_only` (a call turn whose reasoning the client did not pass back) get no span.
     """
     full = render(messages, tools, enable_thinking=enable_thinking)
     last_query = max(i for i, m in enumerate(messages) if m["role"] == "user")
     spans = []
     for i in range(last_query + 1, len(messages)):
-        if messages[i]["role"] != "assistant":
+        if messages[i]["role"] != "assistant" or i in context_only:
             continue
         prompt = render(messages[:i], tools, add_generation_prompt=True, enable_thinking=enable_thinking)
         through = render(messages[: i + 1], tools, enable_thinking=enable_thinking)
