@@ -184,8 +184,8 @@ def training_conversation(rng: random.Random) -> Conversation:
         messages.append({"role": "user", "content": request})
         messages += _plan_turns(rng, plan, level, thinking)
         if thinking and rng.random() < P_DROPPED_REASONING:
-            calls = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls")
-                     and i > max(k for k, x in enumerate(messages) if x["role"] == "user")]
+            last_query = max(i for i, m in enumerate(messages) if m["role"] == "user")
+            calls = [i for i, m in enumerate(messages) if i > last_query and m.get("tool_calls")]
             for i in calls:
                 messages[i] = {**messages[i], "reasoning_content": ""}
             dropped = frozenset(calls)
