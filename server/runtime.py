@@ -100,9 +100,8 @@ def build_runtime(s: ServeSettings):
     from models.cpu_features import compute_dtype
     from models.loader import DTYPES, load_model
     from models.model_runner import ModelRunner
-    from models.reasoning_budget import ReasoningBudgetMachine
+    from models.sampling_processors import sampling_processors
     from models.token_bytes import make_token_bytes
-    from models.tool_choice_forcer import ToolChoiceForcer
     from models.tokenizer import load_tokenizer
 
     if s.threads:
@@ -157,20 +156,8 @@ def build_runtime(s: ServeSettings):
     token_bytes = make_token_bytes(tokenizer)
 
     def processors(seq):
-        # Order matters: the budget may force the closer the tool forcer waits for.
-        # A turn that must call a tool and tries to end inside its thought has the thought closed for
-        # it: by the budget machine (message + closer, as a spent budget) when there is one, else by
-        # the forcer (the same budget message + closer).
-        procs = []
-        call = seq.params.forced_tool_call
         ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
-        budget = seq.params.reasoning_budget
-        if budget is not None:
-            procs.append(ReasoningBudgetMachine(budget, token_bytes, close_on=ends if call and call[1] else ()))
-        if call is not None:
-            forced, wait_for, message = call
-            procs.append(ToolChoiceForcer(forced, wait_for, end_ids=ends, closing_message=() if budget else message))
-        return procs
+        return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes)
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)

@@ -1,0 +1,39 @@
+"""The logit processors one request's sampler runs: the reasoning budget and the tool-call forcer.
+
+What it is for: building, in the one order that works, the processors a
+request's parameters ask for. Two of them can force tokens: the budget
+machine (message + closer once the budget is spent) and the tool-choice
+forcer (the call's prefix once the thought closes). The sampler takes the
+first forced token it is offered, and a processor handed a token other
+than the one it forces raises -- so the two must never force at once.
+
+Why it is shaped so: the budget machine goes first, and while it counts it
+is the one that closes a thought the model tries to end inside (its
+`close_on` turns the end-of-turn token into its own message + closer); the
+forcer then only waits for the closer. The forcer closes the thought itself
+(the same message + closer) only when no budget counts: there is none, or a
+`<tool_call>` inside the thought already ended the count.
+tests/test_sampling_processors.py drives the pair over every short token
+sequence to hold the invariant. No torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from models.reasoning_budget import BudgetPlan, ReasoningBudgetMachine
+from models.tool_choice_forcer import ToolChoiceForcer
+
+
+def sampling_processors(budget: BudgetPlan | None,
+                        forced_call: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None,
+                        end_ids: tuple[int, ...], token_bytes: Callable[[int], bytes]) -> list:
+    """Processors for one sequence; `forced_call` is (call prefix, closer to wait for, closing message)."""
+    procs: list = []
+    if budget is not None:
+        waits = forced_call is not None and bool(forced_call[1])
+        procs.append(ReasoningBudgetMachine(budget, token_bytes, close_on=end_ids if waits else ()))
+    if forced_call is not None:
+        forced, wait_for, message = forced_call
+        procs.append(ToolChoiceForcer(forced, wait_for, end_ids=end_ids, closing_message=message))
+    return procs
