@@ -10,7 +10,7 @@ diverges there: the rejoin point the tool-call anchor exists for.
 
 The loop's shape must not depend on how well the toy model reasons (the
 calls and their arguments are its own): the two calling turns must call a
-tool (tool_choice "required"), the request asks for step-by-step thinking,
+tool (tool_choice "required"),
 and a reasoning budget caps each thought. Pages of 4 tokens and a slide
 every 2 steps keep what the window leaves live at a turn's end close to the
 64-token window itself.
@@ -45,9 +45,9 @@ TOOLS = json.loads((Path(__file__).resolve().parents[1] / "configs" / "demo_tool
 PAGE = 4
 THOUGHT_CAP = 400  # a reasoning budget per calling turn: a cap, well above the thoughts this request gets
 # Two calls in sequence, then an answer: three turns. Phrased the way training requests are (a
-# training template and the step-by-step suffix that asks for a long thought): this test is about
+# training template; its thought runs past the 64-token window with this checkpoint): this test is about
 # the cache, not about how far the toy model generalises.
-REQUEST = "What is (12 + 30) * 2? Think it through step by step."
+REQUEST = "What is (12 + 30) * 2?"
 
 
 def _server(anchors: bool):

@@ -115,7 +115,9 @@ budget). Then {tr.get('steps', 0) - (tr.get('drill_steps_run') or 0)} steps of {
 {tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; most name made-up
 cities and some made-up units, so that calls copy names rather than recall them). Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
-then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms, then cast to bf16.
+then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms. The saved weights
+are an exponential average (decay {cfg.get('ema')}) over the agent steps after the first
+{cfg.get('ema_from', 0):.0%}, cast to bf16.
 Final training loss {tr.get('final_loss', 0):.4f}. Wall time {tr.get('wall_seconds', 0) / 60:.1f} min
 ({tr.get('data_seconds')} s data and tokenizer, {tr.get('train_seconds')} s training,
 {tr.get('seconds_per_step')} s/step; load average {tr.get('load_average_at_end', 0):.1f} at the end, on a
