@@ -178,8 +178,32 @@ def test_the_tokenizer_learns_its_merges_from_text_without_any_names():
         "the weather in the city is nice"] * 10
     out = without_names(texts, ["Cape Town", "Oslo", "km", "miles"])
     assert "Cape" not in out[0] and "Oslo" not in out[0] and "km" not in out[0] and "miles" not in out[0]
-    assert "Zorbulax" not in out[0]  # a word seen fewer than RARE_WORD_COUNT times is a name too
+    assert "Zorbulax" not in out[0]  # a word found in fewer than RARE_WORD_TEXTS texts is a name too
+    # ... however often one text repeats it: a conversation names its city in every turn.
+    assert "Quorvale" not in without_names(["Quorvale " * 12] + texts[1:], [])[0]
     assert "14°" in out[0] and "3.1" in out[0] and out[1] == texts[1]  # numbers and common words stay
+
+
+def test_the_copy_drill_glues_words_from_the_tokenizers_own_pieces_when_given_them():
+    pieces = ["Qa", "zu", "Mek", "orl"]
+    spelled = [c.messages[1]["content"] for c in corpus.copy_drills(0, 200, vocab_pieces=pieces)]
+    words = [w for text in spelled for w in text.split()]
+    glued = [w for w in words if _spelled_from(w, pieces)]
+    assert len(glued) > len(words) / 5  # 40% of the drill's chunks, one to three such words each
+    # Without pieces the drill is what it always was: echo words and random letters.
+    assert [c.messages for c in corpus.copy_drills(0, 50)] == [c.messages for c in corpus.copy_drills(0, 50, vocab_pieces=())]
+
+
+def _spelled_from(word: str, pieces: list[str]) -> bool:
+    return not word or any(word.startswith(p) and _spelled_from(word[len(p):], pieces) for p in pieces)
+
+
+def test_letter_pieces_are_the_vocabulary_entries_a_name_can_be_cut_into():
+    from models.demo.tokenizer_build import build_tokenizer, letter_pieces
+    tok = build_tokenizer(["the weather in the city is nice, said the user"] * 20, vocab_size=400)
+    pieces = letter_pieces(tok)
+    assert "weather" in pieces and "w" in pieces and "W" in pieces
+    assert all(p.isalpha() and p.isascii() for p in pieces)  # no space marker, no punctuation, no markers
 
 
 def test_some_call_turns_come_back_without_reasoning_and_only_what_follows_them_is_trained(training):

@@ -17,6 +17,7 @@ split point is a token boundary by construction: the prefix ends with
 
 from __future__ import annotations
 
+import bisect
 import random
 from dataclasses import dataclass
 from functools import lru_cache
@@ -56,12 +57,23 @@ def rendered(conv: Conversation) -> tuple[str, list[tuple[int, int]]]:
 
 
 def encode(text: str, spans: list[tuple[int, int]], tokenizer) -> Example:
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    return encode_all([(text, spans)], tokenizer)[0]
+
+
+def encode_all(rendered: list[tuple[str, list[tuple[int, int]]]], tokenizer) -> list[Example]:
+    """`encode` over many conversations, tokenized in one batch (the tokenizer's threads share it)."""
+    enc = tokenizer([text for text, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
+    return [_labelled(text, spans, ids, offsets, tokenizer)
+            for (text, spans), ids, offsets in zip(rendered, enc["input_ids"], enc["offset_mapping"])]
+
+
+def _labelled(text: str, spans: list[tuple[int, int]], ids: list[int], offsets: list[tuple[int, int]],
+              tokenizer) -> Example:
     labels = [IGNORE] * len(ids)
+    starts, ends = [a for a, _ in offsets], [b for _, b in offsets]  # both non-decreasing
     for start, end in spans:
-        covered = [i for i, (a, b) in enumerate(offsets) if a < end and b > start]
-        for i in covered:
+        # The tokens that overlap [start, end): ending after start and starting before end.
+        for i in range(bisect.bisect_right(ends, start), bisect.bisect_left(starts, end)):
             a, b = offsets[i]
             if a < start or b > end:
                 raise ValueError(f"token {i} straddles a trained span boundary in: {text[a - 20:b + 20]!r}")

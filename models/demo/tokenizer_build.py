@@ -40,8 +40,11 @@ PRETOKENIZE_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|\p{N}| ?[^\s\p{L}\p{N
 _MARKERS_RE = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + MARKER_TOKENS))
 
 
-# A word that appears fewer times than this in the tokenizer's corpus is a name (made up, echoed).
-RARE_WORD_COUNT = 8
+# A word that appears in fewer texts than this in the tokenizer's corpus is a name (made up, echoed).
+# Texts, not occurrences: one conversation repeats its made-up city in the request, the thought, the
+# call, the result and the answer -- counted by occurrence, such names passed as common words and
+# became whole tokens (hundreds of them, each seen in one conversation).
+RARE_WORD_TEXTS = 8
 
 
 def _without_markers(texts: Iterable[str]) -> Iterator[str]:
@@ -50,7 +53,8 @@ def _without_markers(texts: Iterable[str]) -> Iterator[str]:
 
 
 def without_names(texts: list[str], names: Iterable[str]) -> list[str]:
-    """`texts` with every name cut out: the given `names` (whole words, any case) and rare words.
+    """`texts` with every name cut out: the given `names` (whole words, any case) and words found in
+    fewer than RARE_WORD_TEXTS texts.
 
     Why: merges learnt from the names of the training corpus would give those names long tokens of
     their own and leave a held-out name as odd leftover pieces the model has hardly seen -- it
@@ -66,15 +70,16 @@ def without_names(texts: list[str], names: Iterable[str]) -> list[str]:
     stripped = [pattern.sub("", text) if spaced else text for text in texts]
     counts: dict[str, int] = {}
     for text in stripped:
-        for word in words.findall(text):
+        for word in set(words.findall(text)):
             counts[word] = counts.get(word, 0) + 1
-    drop = {w for w, c in counts.items() if c < RARE_WORD_COUNT or w.lower() in names}
+    drop = {w for w, c in counts.items() if c < RARE_WORD_TEXTS or w.lower() in names}
     return [words.sub(lambda m: "" if m.group(0) in drop else m.group(0), text) for text in stripped]
 
 
 def build_tokenizer(texts: Iterable[str], vocab_size: int = 3072, chat_template: str | None = None
                     ) -> PreTrainedTokenizerFast:
-    """Train on `texts`; the result has exactly `vocab_size` ids (merges fill what markers leave)."""
+    """Train on `texts`; the result has at most `vocab_size` ids (fewer when the texts run out of
+    pairs seen twice: the demo corpus without its names has about 1,300)."""
     tok = Tokenizer(models.BPE(byte_fallback=False))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -97,6 +102,13 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 3072, chat_template:
     )
     check(fast)
     return fast
+
+
+def letter_pieces(tokenizer: PreTrainedTokenizerFast) -> list[str]:
+    """Every vocabulary entry made of letters only (no leading space), in id order: the pieces
+    names are cut into."""
+    vocab = tokenizer.get_vocab()
+    return [t for t in sorted(vocab, key=vocab.get) if t.isascii() and t.isalpha()]
 
 
 def check(tokenizer: PreTrainedTokenizerFast) -> None:

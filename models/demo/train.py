@@ -36,13 +36,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from models.demo import corpus, dataset, model_card, render, tokenizer_build, tools, units
+from models.demo import banded_attention, corpus, dataset, model_card, render, tokenizer_build, tools, units
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; steps: then the agent corpus.
 DEFAULTS = dict(layers=4, hidden=128, heads=4, kv_heads=2, head_dim=32, intermediate=384, window=64,
-                drill_steps=1800, drill_rows=16, drill_loss=0.3, steps=1650, rows=8, lr=3e-3, warmup=30, weight_decay=0.01,
-                ema=0.99, ema_from=0.6, vocab=2048, tokenizer_corpus=4000, threads=2)
+                drill_steps=1800, drill_rows=16, drill_loss=0.3, steps=1550, rows=8, lr=3e-3, warmup=30, weight_decay=0.01,
+                drill_every=8, ema=0.99, ema_from=0.6, vocab=2048, tokenizer_corpus=4000, threads=2)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -66,6 +66,21 @@ def _agent_lr(step: int, cfg: dict) -> float:
     """Cosine from the drill's rate to a tenth of it over the agent corpus."""
     progress = step / max(1, cfg["steps"])
     return cfg["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _agent_plan(cfg: dict, drill_from: int) -> list[tuple[str, int]]:
+    """The agent steps, with one more copy-drill step after every `drill_every` of them.
+
+    Why: copying is what every call needs and what this model learns last; the agent corpus alone
+    copies each name a few times, the drill batch many (and it costs half an agent step). A
+    ("redrill", n) step trains drill batch `drill_from + n` at the agent schedule's rate.
+    """
+    plan: list[tuple[str, int]] = []
+    for i in range(cfg["steps"]):
+        plan.append(("agent", i))
+        if cfg["drill_every"] and (i + 1) % cfg["drill_every"] == 0 and i + 1 < cfg["steps"]:
+            plan.append(("redrill", drill_from + i // cfg["drill_every"]))
+    return plan
 
 
 def _hidden(model: Qwen3ForCausalLM, batch: dataset.Batch) -> torch.Tensor:
@@ -122,10 +137,10 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     tokenizer = tokenizer_build.build_tokenizer(
         tokenizer_build.without_names([text for text, _ in rendered[: cfg["tokenizer_corpus"]]], names),
         vocab_size=cfg["vocab"], chat_template=render.chat_template())
-    examples = [dataset.encode(text, spans, tokenizer) for text, spans in rendered]
+    examples = dataset.encode_all(rendered, tokenizer)
     batches = dataset.batches(examples, tokenizer, cfg["rows"], seed)
-    drills = [dataset.encode(*dataset.rendered(c), tokenizer)
-              for c in corpus.copy_drills(seed, cfg["drill_steps"] * cfg["drill_rows"])]
+    drills = dataset.encode_all([dataset.rendered(c) for c in corpus.copy_drills(
+        seed, cfg["drill_steps"] * cfg["drill_rows"], vocab_pieces=tokenizer_build.letter_pieces(tokenizer))], tokenizer)
     drill_batches = dataset.batches(drills, tokenizer, cfg["drill_rows"], seed)
     eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (tokenizer_build.EOS, tokenizer_build.PAD)]
     watched = dataset.batches([dataset.encode(*dataset.rendered(c), tokenizer)
@@ -133,6 +148,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     call_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")]
     config = model_config(len(tokenizer), eos_ids, tokenizer.pad_token_id, cfg)
     model = Qwen3ForCausalLM(config)
+    banded_attention.use_banded_attention(model)
     params = sum(p.numel() for p in model.parameters())
     prepared = time.time()
     print(f"{len(convs)} conversations, {len(batches)} batches, vocab {len(tokenizer)}, {params:,} parameters, "
@@ -152,8 +168,8 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     # The drill runs until copying has clicked (its loss falls from ~2 to near 0 within a couple of
     # hundred steps; measured here between steps ~1,000 and ~1,800) or until drill_steps; the rule is
     # deterministic like the rest.
-    plan = [("drill", i) for i in range(cfg["drill_steps"])] + [("agent", i) for i in range(cfg["steps"])]
-    drill_end, step = cfg["drill_steps"], 0
+    plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, drill_from=cfg["drill_steps"])
+    drill_end, step, agent_step = cfg["drill_steps"], 0, 0
     while step < len(plan):
         phase, i = plan[step]
         if time.time() - started > minutes * 60:
@@ -164,12 +180,14 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
             drill_end = step
             print(f"step {step:5d}  the copy drill is learnt (loss {sum(losses[-20:]) / 20:.3f}); agent corpus next",
                   flush=True)
-            plan = plan[:step] + [p for p in plan if p[0] == "agent"]
+            plan = plan[:step] + _agent_plan(cfg, drill_from=i)
             continue
-        lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(i, cfg)
+        if phase == "agent":
+            agent_step = i
+        lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(agent_step, cfg)
         for group in optim.param_groups:
             group["lr"] = lr
-        loss = _loss(model, drill_batches[i % len(drill_batches)] if phase == "drill" else batches[i % len(batches)])
+        loss = _loss(model, batches[i % len(batches)] if phase == "agent" else drill_batches[i % len(drill_batches)])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optim.step()
@@ -219,6 +237,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
 
 def save(model, tokenizer, eos_ids: list[int], out: Path, facts: dict, started: float) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    model.set_attn_implementation("sdpa")  # training's banded attention is not a property of the checkpoint
     model.to(torch.bfloat16)
     model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tokenizer.pad_token_id,
                                                do_sample=False)
