@@ -65,6 +65,19 @@ def _http_section(ev: dict | None) -> str:
                                f"exact: `</think>` lands exactly where the budget says, by token ids):")
 
 
+def _agent_steps(tr: dict) -> int:
+    if "agent_steps_run" in tr:
+        return tr["agent_steps_run"]
+    return tr.get("steps", 0) - (tr.get("drill_steps_run") or 0)  # cards of runs without drill steps between
+
+
+def _redrill(tr: dict) -> str:
+    if not tr.get("redrill_steps_run"):
+        return ""
+    return (f", with one more drill batch after every {tr['config'].get('drill_every')}th agent step "
+            f"({tr['redrill_steps_run']} in all)")
+
+
 def write(out: Path) -> None:
     tr = _load(out / "training.json") or {}
     ev = _load(out / "evaluation.json")
@@ -111,9 +124,9 @@ the tokens the model generated. EOS is `<|im_end|>`.
 {tr.get('drill_steps_run')} steps of {cfg.get('drill_rows')} repeat-after-me turns of made-up words and
 numbers, until its loss fell under {cfg.get('drill_loss')} (a model this small learns to copy unseen text
 in a sudden change after several hundred dense copy steps; without the drill it never did within the
-budget). Then {tr.get('steps', 0) - (tr.get('drill_steps_run') or 0)} steps of {cfg.get('rows')} of
+budget). Then {_agent_steps(tr)} steps of {cfg.get('rows')} of
 {tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; most name made-up
-cities and some made-up units, so that calls copy names rather than recall them). Loss on
+cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}. Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
 then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms. The saved weights
 are an exponential average (decay {cfg.get('ema')}) over the agent steps after the first

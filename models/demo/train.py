@@ -170,6 +170,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     # deterministic like the rest.
     plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, drill_from=cfg["drill_steps"])
     drill_end, step, agent_step = cfg["drill_steps"], 0, 0
+    phases_run = {"drill": 0, "agent": 0, "redrill": 0}
     while step < len(plan):
         phase, i = plan[step]
         if time.time() - started > minutes * 60:
@@ -193,6 +194,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
         optim.step()
         optim.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        phases_run[phase] += 1
         if phase == "agent" and i >= cfg["ema_from"] * cfg["steps"]:
             current = [p.detach() for p in model.parameters()]
             if averaged is None:
@@ -220,7 +222,8 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     cpu = time.process_time() - cpu_start
     facts = {
         "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), "steps": steps_done,
-        "drill_steps_run": min(drill_end, steps_done), "conversations": len(convs),
+        "drill_steps_run": min(drill_end, steps_done), "agent_steps_run": phases_run["agent"],
+        "redrill_steps_run": phases_run["redrill"], "conversations": len(convs),
         "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])), "stopped_early": stopped_early,
         "held_out_call_match_teacher_forced": matches, "data_seconds": round(prepared - started, 1),
         "train_seconds": round(trained - prepared, 1),
