@@ -56,12 +56,9 @@ def rendered(conv: Conversation) -> tuple[str, list[tuple[int, int]]]:
                          conv.context_only)
 
 
-def encode(text: str, spans: list[tuple[int, int]], tokenizer) -> Example:
-    return encode_all([(text, spans)], tokenizer)[0]
-
-
 def encode_all(rendered: list[tuple[str, list[tuple[int, int]]]], tokenizer) -> list[Example]:
-    """`encode` over many conversations, tokenized in one batch (the tokenizer's threads share it)."""
+    """Token ids and labels of rendered conversations (`rendered`), tokenized in one batch (the
+    tokenizer's threads share it)."""
     enc = tokenizer([text for text, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
     return [_labelled(text, spans, ids, offsets, tokenizer)
             for (text, spans), ids, offsets in zip(rendered, enc["input_ids"], enc["offset_mapping"])]
@@ -121,6 +118,6 @@ def _collate(examples: list[Example], prefix_ids: list[int], pad: int) -> Batch:
         ids[r, : len(e.ids)] = torch.tensor(e.ids)
         # Shift: position t is trained to predict token t+1.
         labels[r, : len(e.ids) - 1] = torch.tensor(e.labels[1:])
-    # The first token after the prefix opens a user turn; encode() checked it is never a target,
+    # The first token after the prefix opens a user turn; _labelled() checked it is never a target,
     # so no loss needs the prefix's last position.
     return Batch(torch.tensor([prefix_ids], dtype=torch.long).reshape(1, -1), ids, labels)

@@ -27,6 +27,7 @@ import math
 import os
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 # Threads that spin while waiting (OpenMP's default) starve each other when the cores are shared:
@@ -143,8 +144,8 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
         seed, cfg["drill_steps"] * cfg["drill_rows"], vocab_pieces=tokenizer_build.letter_pieces(tokenizer))], tokenizer)
     drill_batches = dataset.batches(drills, tokenizer, cfg["drill_rows"], seed)
     eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (tokenizer_build.EOS, tokenizer_build.PAD)]
-    watched = dataset.batches([dataset.encode(*dataset.rendered(c), tokenizer)
-                               for c in corpus.held_out_conversations(64)], tokenizer, 16, seed)
+    watched = dataset.batches(dataset.encode_all([dataset.rendered(c) for c in corpus.held_out_conversations(64)],
+                                                 tokenizer), tokenizer, 16, seed)
     call_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")]
     config = model_config(len(tokenizer), eos_ids, tokenizer.pad_token_id, cfg)
     model = Qwen3ForCausalLM(config)
@@ -169,8 +170,8 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     # hundred steps; measured here between steps ~1,000 and ~1,800) or until drill_steps; the rule is
     # deterministic like the rest.
     plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, drill_from=cfg["drill_steps"])
-    drill_end, step, agent_step = cfg["drill_steps"], 0, 0
-    phases_run = {"drill": 0, "agent": 0, "redrill": 0}
+    step, agent_step = 0, 0
+    live = [p.detach() for p in model.parameters()]  # views: they follow the optimiser's updates
     while step < len(plan):
         phase, i = plan[step]
         if time.time() - started > minutes * 60:
@@ -178,7 +179,6 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
             print(f"stopping at step {step}: the {minutes}-minute guard is up", flush=True)
             break
         if phase == "drill" and i >= 100 and sum(losses[-20:]) / 20 < cfg["drill_loss"]:
-            drill_end = step
             print(f"step {step:5d}  the copy drill is learnt (loss {sum(losses[-20:]) / 20:.3f}); agent corpus next",
                   flush=True)
             plan = plan[:step] + _agent_plan(cfg, drill_from=i)
@@ -194,13 +194,11 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
         optim.step()
         optim.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        phases_run[phase] += 1
         if phase == "agent" and i >= cfg["ema_from"] * cfg["steps"]:
-            current = [p.detach() for p in model.parameters()]
             if averaged is None:
-                averaged = [p.clone() for p in current]
+                averaged = [p.clone() for p in live]
             else:
-                torch._foreach_lerp_(averaged, current, 1 - cfg["ema"])
+                torch._foreach_lerp_(averaged, live, 1 - cfg["ema"])
         step += 1
         check = phase == "agent" and ((i + 1) % 200 == 0 or step == len(plan))
         if step % 50 == 1 or check:
@@ -212,6 +210,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
             print(f"step {step - 1:5d}  {phase} loss {sum(losses[-50:]) / len(losses[-50:]):.4f}  lr {lr:.2e}  "
                   f"{elapsed / step:.2f}s/step  cpu {cpu / step:.2f}s/step  {elapsed:.0f}s{held_out}", flush=True)
     steps_done = step
+    ran = Counter(phase for phase, _ in plan[:steps_done])  # plan[:step] is what ran, the drill's end included
     if averaged is not None:
         with torch.no_grad():
             for p, a in zip(model.parameters(), averaged):
@@ -222,8 +221,8 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     cpu = time.process_time() - cpu_start
     facts = {
         "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), "steps": steps_done,
-        "drill_steps_run": min(drill_end, steps_done), "agent_steps_run": phases_run["agent"],
-        "redrill_steps_run": phases_run["redrill"], "conversations": len(convs),
+        "drill_steps_run": ran["drill"], "agent_steps_run": ran["agent"], "redrill_steps_run": ran["redrill"],
+        "conversations": len(convs),
         "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])), "stopped_early": stopped_early,
         "held_out_call_match_teacher_forced": matches, "data_seconds": round(prepared - started, 1),
         "train_seconds": round(trained - prepared, 1),
