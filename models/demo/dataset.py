@@ -18,7 +18,9 @@ split point is a token boundary by construction: the prefix ends with
 from __future__ import annotations
 
 import bisect
+import multiprocessing
 import random
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -54,6 +56,20 @@ def rendered(conv: Conversation) -> tuple[str, list[tuple[int, int]]]:
     """The conversation as the serving template renders it, and its trained character spans."""
     return trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning,
                          conv.context_only)
+
+
+def rendered_all(convs: list[Conversation], workers: int = 2) -> list[tuple[str, list[tuple[int, int]]]]:
+    """`rendered` for every conversation, in order, over `workers` processes.
+
+    Why: the template renders each conversation several times (trained_spans checks every turn's
+    generation prompt), about 2 ms a conversation: over a third of the run's data preparation on one
+    core. With two workers that preparation went from 87 s to 58 s. Forked workers only render
+    text; they touch no torch state.
+    """
+    if workers <= 1 or len(convs) < 64:
+        return [rendered(c) for c in convs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(rendered, convs, chunksize=256))
 
 
 def encode_all(rendered: list[tuple[str, list[tuple[int, int]]]], tokenizer) -> list[Example]:

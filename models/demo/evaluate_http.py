@@ -12,7 +12,8 @@ exactly the tools in configs/demo_tools.json, greedy, and reports:
 - chat_no_tool: plain chat requests make no tool call;
 - budget_N_valid / budget_N_exact: with `reasoning_budget_tokens` N (0 and 8),
   the first turn still makes a valid call, and the reasoning is cut exactly
-  after N thinking tokens (token ids from `return_token_ids`).
+  after N thinking tokens (token ids from `return_token_ids`), followed by the
+  budget message of configs/demo.toml (a newline) and `</think>`.
 
 Without --base-url it starts `anchorage serve` on the demo checkpoint itself.
 What it is not for: the offline (transformers-only) figures in the model card,
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -39,6 +41,10 @@ from models.demo.evaluate_offline import contains_value, same_arguments
 TOOLS = json.loads((resources.files("configs") / "demo_tools.json").read_text())
 TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
 BUDGETS = (0, 8)
+# What the demo configuration forces between a cut thought and `</think>`; a server run with another
+# configuration must be evaluated with its own message (evaluate(budget_message=...)).
+DEMO_BUDGET_MESSAGE = tomllib.loads((resources.files("configs") / "demo.toml").read_text()).get(
+    "reasoning_budget_message", "")
 
 
 def served_demo():
@@ -105,20 +111,24 @@ def play(client: OpenAI, model: str, case) -> dict:
 
 def budget_probe(root: str, ids: dict, model: str, case, budget: int) -> dict:
     """First turn under a thinking budget: a valid call still follows, and the
-    closer lands exactly after `budget` thinking tokens (the prompt's own tokens
-    after `<think>` count, as in llama.cpp) -- or earlier, if the model closed
-    its thought by itself."""
+    thought is cut exactly after `budget` thinking tokens (the prompt's own tokens
+    after `<think>` count, as in llama.cpp): the budget message's ids, then the
+    closer, start right there (exact) -- or the closer comes earlier, if the
+    model closed its thought by itself (within)."""
     body = httpx.post(root + "/v1/chat/completions", timeout=600, json={
         "model": model, "messages": list(case.messages), "tools": TOOLS, "temperature": 0, "max_tokens": 448,
         "reasoning_budget_tokens": budget, "return_token_ids": True}).json()
     prompt, out = body["prompt_token_ids"], body["choices"][0]["token_ids"]
     already = len(prompt) - 1 - max(i for i, t in enumerate(prompt) if t == ids["<think>"])
     allowed = max(0, budget - already)
+    message = ids["message"]
     closed_at = out.index(ids["</think>"]) if ids["</think>"] in out else None
     calls = body["choices"][0]["message"].get("tool_calls") or []
     valid = bool(calls) and all(c["function"]["name"] in TOOL_NAMES for c in calls) and all(
         _json_object(c["function"]["arguments"]) for c in calls)
-    return {"valid": valid, "exact": closed_at == allowed, "within": closed_at is not None and closed_at <= allowed}
+    cut = closed_at == allowed + len(message) and out[allowed:closed_at] == message
+    return {"valid": valid, "exact": cut,
+            "within": closed_at is not None and closed_at <= allowed + len(message)}
 
 
 def _json_object(text: str) -> bool:
@@ -133,12 +143,14 @@ def _rate(flags) -> dict:
     return {"rate": sum(flags) / len(flags) if flags else 0.0, "passed": sum(flags), "total": len(flags)}
 
 
-def evaluate(base_url: str, workers: int = 4) -> dict:
+def evaluate(base_url: str, workers: int = 4, budget_message: str = DEMO_BUDGET_MESSAGE) -> dict:
     client = OpenAI(base_url=base_url, api_key="unused", timeout=600)
     model = client.models.list().data[0].id
     root = base_url.removesuffix("/v1")
-    ids = {m: httpx.post(root + "/tokenize", json={"content": m}, timeout=60).json()["tokens"][0]
-           for m in ("<think>", "</think>")}
+    def tokenize(text: str) -> list[int]:
+        return httpx.post(root + "/tokenize", json={"content": text}, timeout=60).json()["tokens"] if text else []
+    ids = {m: tokenize(m)[0] for m in ("<think>", "</think>")}
+    ids["message"] = tokenize(budget_message)
     cases = held_out_cases()
     started = time.time()
     with ThreadPoolExecutor(workers) as pool:

@@ -62,7 +62,8 @@ def _http_section(ev: dict | None) -> str:
                                f"{ev['cases']} held-out cases played as agent loops, greedy, offering "
                                f"`configs/demo_tools.json`; `budget_N_*` rows are the first turn under "
                                f"`reasoning_budget_tokens` N (valid: a parseable call of a known tool follows; "
-                               f"exact: `</think>` lands exactly where the budget says, by token ids):")
+                               f"exact: the thought is cut exactly where the budget says, by token ids -- the budget "
+                               f"message of `configs/demo.toml`, a newline, then `</think>`, start right there):")
 
 
 def _agent_steps(tr: dict) -> int:
