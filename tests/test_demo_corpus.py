@@ -216,3 +216,9 @@ def test_some_call_turns_come_back_without_reasoning_and_only_what_follows_them_
         text, spans = trained_spans(conv.messages, conv.tools, conv.enable_thinking, conv.untrained_reasoning,
                                     conv.context_only)
         assert spans and all("<tool_call>" not in text[start:end] for start, end in spans)
+
+
+def test_rendering_over_worker_processes_gives_what_rendering_one_by_one_gives(training):
+    from models.demo.dataset import rendered, rendered_all
+    convs = training[:200]
+    assert rendered_all(convs, workers=2) == [rendered(c) for c in convs]

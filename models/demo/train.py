@@ -133,15 +133,16 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     random.seed(seed)
 
     convs = corpus.training_conversations(seed, cfg["steps"] * cfg["rows"] + 256)
-    rendered = [dataset.rendered(c) for c in convs]
+    rendered = dataset.rendered_all(convs, cfg["threads"])
     names = [row["city"] for row in tools.city_table().values()] + [w for u in units.UNITS for w in u.aliases]
     tokenizer = tokenizer_build.build_tokenizer(
         tokenizer_build.without_names([text for text, _ in rendered[: cfg["tokenizer_corpus"]]], names),
         vocab_size=cfg["vocab"], chat_template=render.chat_template())
     examples = dataset.encode_all(rendered, tokenizer)
     batches = dataset.batches(examples, tokenizer, cfg["rows"], seed)
-    drills = dataset.encode_all([dataset.rendered(c) for c in corpus.copy_drills(
-        seed, cfg["drill_steps"] * cfg["drill_rows"], vocab_pieces=tokenizer_build.letter_pieces(tokenizer))], tokenizer)
+    drills = dataset.encode_all(dataset.rendered_all(corpus.copy_drills(
+        seed, cfg["drill_steps"] * cfg["drill_rows"], vocab_pieces=tokenizer_build.letter_pieces(tokenizer)),
+        cfg["threads"]), tokenizer)
     drill_batches = dataset.batches(drills, tokenizer, cfg["drill_rows"], seed)
     eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (tokenizer_build.EOS, tokenizer_build.PAD)]
     watched = dataset.batches(dataset.encode_all([dataset.rendered(c) for c in corpus.held_out_conversations(64)],
