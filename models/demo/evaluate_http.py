@@ -36,6 +36,7 @@ from openai import OpenAI
 from models.demo import model_card
 from models.demo.corpus import held_out_cases
 from server.child_process import serve_child
+from server.settings import DEMO_CONFIG
 from models.demo.evaluate_offline import contains_value, same_arguments
 
 TOOLS = json.loads((resources.files("configs") / "demo_tools.json").read_text())
@@ -43,8 +44,7 @@ TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
 BUDGETS = (0, 8)
 # What the demo configuration forces between a cut thought and `</think>`; a server run with another
 # configuration must be evaluated with its own message (evaluate(budget_message=...)).
-DEMO_BUDGET_MESSAGE = tomllib.loads((resources.files("configs") / "demo.toml").read_text()).get(
-    "reasoning_budget_message", "")
+DEMO_BUDGET_MESSAGE = tomllib.loads(DEMO_CONFIG.read_text()).get("reasoning_budget_message", "")
 
 
 def served_demo():
@@ -109,7 +109,7 @@ def play(client: OpenAI, model: str, case) -> dict:
     return {"tool_call_ok": calls_ok, "answer_ok": answer_ok}
 
 
-def budget_probe(root: str, ids: dict, model: str, case, budget: int) -> dict:
+def budget_probe(root: str, ids: dict, message: list[int], model: str, case, budget: int) -> dict:
     """First turn under a thinking budget: a valid call still follows, and the
     thought is cut exactly after `budget` thinking tokens (the prompt's own tokens
     after `<think>` count, as in llama.cpp): the budget message's ids, then the
@@ -121,7 +121,6 @@ def budget_probe(root: str, ids: dict, model: str, case, budget: int) -> dict:
     prompt, out = body["prompt_token_ids"], body["choices"][0]["token_ids"]
     already = len(prompt) - 1 - max(i for i, t in enumerate(prompt) if t == ids["<think>"])
     allowed = max(0, budget - already)
-    message = ids["message"]
     closed_at = out.index(ids["</think>"]) if ids["</think>"] in out else None
     calls = body["choices"][0]["message"].get("tool_calls") or []
     valid = bool(calls) and all(c["function"]["name"] in TOOL_NAMES for c in calls) and all(
@@ -150,13 +149,13 @@ def evaluate(base_url: str, workers: int = 4, budget_message: str = DEMO_BUDGET_
     def tokenize(text: str) -> list[int]:
         return httpx.post(root + "/tokenize", json={"content": text}, timeout=60).json()["tokens"] if text else []
     ids = {m: tokenize(m)[0] for m in ("<think>", "</think>")}
-    ids["message"] = tokenize(budget_message)
+    message = tokenize(budget_message)
     cases = held_out_cases()
     started = time.time()
     with ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(lambda c: play(client, model, c), cases))
         tool_cases = [c for c in cases if c.steps]
-        probes = {b: list(pool.map(lambda c: budget_probe(root, ids, model, c, b), tool_cases)) for b in BUDGETS}
+        probes = {b: list(pool.map(lambda c: budget_probe(root, ids, message, model, c, b), tool_cases)) for b in BUDGETS}
     metrics = {
         "tool_call": _rate(r["tool_call_ok"] for r in results if "tool_call_ok" in r),
         "final_answer": _rate(r["answer_ok"] for r in results if "answer_ok" in r),
