@@ -2,7 +2,8 @@
 
 Per row, in order: logit bias, repetition / presence / frequency penalties,
 then the logit processors (the reasoning-budget machine among them) which may
-force the token outright, then temperature, top-k, top-p, min-p and a draw
+force the token outright, then the processors' token masks (the tool-call
+grammar's, while a call is open), then temperature, top-k, top-p, min-p and a draw
 from the sequence's own generator. Greedy rows take the argmax. A sampled
 (not forced) token is then offered to each processor's optional
 `substitute(token)`, which may replace it (the tool-choice forcer turns an
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from scheduler.sampling_params import SamplingParams
@@ -61,6 +63,22 @@ def _penalise(row: torch.Tensor, p: SamplingParams, prompt_ids: list[int], outpu
         ids = torch.tensor(output_ids, dtype=torch.long)
         counts = torch.zeros_like(row).index_add_(0, ids, torch.ones(len(ids)))
         row -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).float()
+    return row
+
+
+def _mask(row: torch.Tensor, processors: list) -> torch.Tensor:
+    """`row` with every token some processor's `allowed_tokens()` bitmask leaves out at -inf."""
+    for proc in processors:
+        allowed_tokens = getattr(proc, "allowed_tokens", None)
+        words = allowed_tokens() if allowed_tokens is not None else None
+        if words is None:
+            continue
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")  # [32 * words]: bit t is token t
+        allowed = torch.zeros(row.shape[0], dtype=torch.bool)
+        n = min(row.shape[0], bits.shape[0])
+        allowed[:n] = torch.from_numpy(bits[:n].astype(bool))
+        if allowed.any():  # a mask that allows nothing is a broken matcher: leave the row as it was
+            row = row.masked_fill(~allowed, float("-inf"))
     return row
 
 
@@ -107,6 +125,7 @@ def sample(
                     if 0 <= tok < row.shape[0]:
                         row[tok] += bias
                 row = _penalise(row, p, *histories[i])
+            row = _mask(row, st.processors)
             token = int(torch.argmax(row)) if p.greedy else _draw(row, p, st.generator)
             for proc in st.processors:  # a processor may veto a sampled token by substituting its own
                 substitute = getattr(proc, "substitute", None)

@@ -47,6 +47,8 @@ class SamplingParams:
     # tokens forced before that closer when the model ends its turn inside the
     # thought -- the reasoning budget message).
     forced_tool_call: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
+    # The grammar a tool call must fit once the model opens one (models/tool_call_grammar.py), or None.
+    tool_grammar: str | None = None
 
     @property
     def greedy(self) -> bool:

@@ -5,18 +5,22 @@ frozen `SamplingParams`: defaults filled (the checkpoint's
 generation_config.json first, as vLLM does, then OpenAI's), the reasoning
 budget resolved against the tokenizer and the rendered prompt (seed 001: a
 budget is *requested* until this seam makes it a plan), `tool_choice` turned
-into a forced call prefix, and checks that need the model (token ids within
+into a forced call prefix, `tools` into the grammar a call must fit, and checks that need the model (token ids within
 the vocabulary, the prompt within the context) raised as typed API errors.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
+from models.tool_call_grammar import grammar_error, hermes_call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
+
+log = logging.getLogger(__name__)
 
 # Call prefixes per tool-call format: (opener only, opener + named function).
 _CALL_PREFIX = {
@@ -82,6 +86,27 @@ def _forced_tool_call(req, state, reasoning_open: bool):
     return encode(text), wait, message
 
 
+def _tool_grammar(req, state) -> str | None:
+    """The grammar the request's calls must fit: its tools (only the named one, for a named
+    tool_choice). None when the checkpoint has no call grammar (or `--no-tool-call-grammar`), the
+    request offers no tools or says tool_choice "none", or llguidance cannot compile a schema
+    (logged; the call is then unconstrained, as before grammars)."""
+    vocabulary = getattr(state.info, "call_grammar", None)
+    tools = getattr(req, "tools", None)
+    choice = getattr(req, "tool_choice", None)
+    if vocabulary is None or not tools or choice == "none":
+        return None
+    offered = [tool.model_dump(exclude_none=True) for tool in tools]
+    if choice is not None and not isinstance(choice, str):
+        offered = [tool for tool in offered if tool["function"]["name"] == choice.function.name]
+    grammar = hermes_call_grammar(offered, vocabulary.closer)
+    error = grammar_error(grammar, vocabulary.tokenizer)
+    if error is not None:
+        log.warning("tool calls of this request are not constrained: %s", error.splitlines()[0])
+        return None
+    return grammar
+
+
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,
                        reasoning_open: bool = False) -> SamplingParams:
     info = state.info
@@ -122,4 +147,5 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         n=req.n,
         reasoning_budget=_budget_plan(req, state, prompt_text),
         forced_tool_call=_forced_tool_call(req, state, reasoning_open),
+        tool_grammar=_tool_grammar(req, state),
     )

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.config import CheckpointError, ModelSpec, load_spec
 from models.family_table import FamilyInfo, ReasoningFormat, anchor_description, detect_reasoning_format, load_family_table
@@ -25,6 +26,9 @@ from scheduler.prefix_cache import PrefixCache
 from scheduler.window import WindowPolicy, resolve_anchor_token
 from server.engine_params import generation_defaults
 from server.settings import ServeSettings
+
+if TYPE_CHECKING:
+    from models.tool_call_grammar import CallGrammarVocabulary
 
 log = logging.getLogger("anchorage.runtime")
 
@@ -50,6 +54,8 @@ class RuntimeInfo:
     reasoning: ReasoningFormat | None
     chat_template: str | None
     generation_defaults: dict
+    # None: no tool-call grammar for this checkpoint (models/tool_call_grammar.py says when).
+    call_grammar: CallGrammarVocabulary | None = None
 
 
 def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
@@ -101,6 +107,7 @@ def build_runtime(s: ServeSettings):
     from models.loader import DTYPES, load_model
     from models.model_runner import ModelRunner
     from models.sampling_processors import sampling_processors
+    from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary
     from models.token_bytes import make_token_bytes
     from models.tokenizer import load_tokenizer
 
@@ -154,15 +161,23 @@ def build_runtime(s: ServeSettings):
         PageAllocator(pool, cache),
     )
     token_bytes = make_token_bytes(tokenizer)
+    call_vocabulary = None
+    if s.tool_call_grammar:
+        call_vocabulary = call_grammar_vocabulary(tokenizer, spec.vocab_size, family.tool_call_format if family else None,
+                                                  lambda t: tokenizer.encode(t, add_special_tokens=False))
 
     def processors(seq):
         ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
-        return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes)
+        grammar = None
+        if seq.params.tool_grammar and call_vocabulary is not None:
+            grammar = ToolCallGrammar(seq.params.tool_grammar, call_vocabulary.tokenizer, call_vocabulary.opener)
+        return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes,
+                                   grammar)
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
-                       reasoning, template, generation_defaults(model_dir))
+                       reasoning, template, generation_defaults(model_dir), call_vocabulary)
     log.info("model %s (%s, %d layers, %s) from %s", name, spec.architecture, spec.num_layers, s.dtype, model_dir)
     log.info("KV pool: %s pages of %d tokens; context %d", pages, s.page_size, max_len)
     log.info(anchor_line)

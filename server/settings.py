@@ -55,6 +55,7 @@ class ServeSettings(BaseSettings):
     max_num_seqs: int = Field(16, ge=1, le=1024, description="sequences decoding at once")
     max_batched_tokens: int = Field(512, ge=16, description="tokens per engine step (chunked-prefill budget)")
     anchors: bool = Field(True, description="anchor-aware window eviction at the first tool call of a turn")
+    tool_call_grammar: bool = Field(True, description="once the model opens a tool call, constrain it to the request's tool schemas")
     swa_eviction_interval: int = Field(128, ge=1, description="decode steps between window slides")
 
     reasoning_budget: int = Field(-1, description="server default thinking budget in tokens (-1 unrestricted, 0 none)")

@@ -116,7 +116,10 @@ def _anchor(turn: dict, opener: int) -> int:
 def test_the_loop_runs_three_turns_to_an_end(loops):
     anchored, _, _ = loops
     assert len(anchored) == 3 and all(t["message"].tool_calls for t in anchored[:2])
-    assert anchored[2]["finish_reason"] in ("stop", "length")
+    # The third turn is the toy model's own (tool_choice "auto"): it may answer, or call again -- with
+    # the server's tool-call grammar such a call parses -- and the harness stops after three turns.
+    third = anchored[2]
+    assert third["token_ids"] and (third["message"].content or third["message"].tool_calls)
 
 
 def _divergence(previous: dict, turn: dict) -> int:

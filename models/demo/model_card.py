@@ -63,7 +63,9 @@ def _http_section(ev: dict | None) -> str:
                                f"`configs/demo_tools.json`; `budget_N_*` rows are the first turn under "
                                f"`reasoning_budget_tokens` N (valid: a parseable call of a known tool follows; "
                                f"exact: the thought is cut exactly where the budget says, by token ids -- the budget "
-                               f"message of `configs/demo.toml`, a newline, then `</think>`, start right there):")
+                               f"message of `configs/demo.toml`, a newline, then `</think>`, start right there). "
+                               f"The server's tool-call grammar is on, as by default: once the model opens a call, "
+                               f"the call fits one of the tools' schemas; which tool and which values stay the model's:")
 
 
 def _agent_steps(tr: dict) -> int:

@@ -1,0 +1,57 @@
+"""Through HTTP: a random-weight model's forced tool call still fits the offered schema (the call grammar)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openai import OpenAI
+
+from live_server import live_server
+
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+# Enums, a boolean and an integer: a random model left to itself writes anything after
+# `"arguments": ` (tests/test_api_sdk.py steers one into `{}`); under the grammar only these fit.
+SET_HEATING = {"type": "function", "function": {
+    "name": "set_heating", "description": "Set the heating in a room",
+    "parameters": {"type": "object", "required": ["room", "mode", "boost"], "properties": {
+        "room": {"type": "string", "enum": ["kitchen", "hall"]},
+        "mode": {"type": "string", "enum": ["eco", "comfort", "off"]},
+        "boost": {"type": "boolean"}}}}}
+OTHER = {"type": "function", "function": {"name": "ping", "parameters": {
+    "type": "object", "properties": {"host": {"type": "string", "enum": ["a", "b"]}}, "required": ["host"]}}}
+
+
+@pytest.fixture(scope="module")
+def client(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as server:
+        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+def _fits(call) -> bool:
+    arguments = json.loads(call.function.arguments)
+    if call.function.name == "ping":
+        return arguments == {"host": arguments["host"]} and arguments["host"] in ("a", "b")
+    return (call.function.name == "set_heating" and set(arguments) == {"room", "mode", "boost"}
+            and arguments["room"] in ("kitchen", "hall") and arguments["mode"] in ("eco", "comfort", "off")
+            and isinstance(arguments["boost"], bool))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_random_models_required_call_parses_and_fits_one_offered_schema(client, seed):
+    reply = client.chat.completions.create(
+        model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80,
+        extra_body=NO_THINKING)
+    # What the random model writes after `</tool_call>` is free text (the grammar is lazy): the call is the claim.
+    calls = reply.choices[0].message.tool_calls
+    assert calls and all(_fits(call) for call in calls), reply.choices[0]
+
+
+def test_a_named_tool_choice_gets_that_tools_schema(client):
+    reply = client.chat.completions.create(
+        model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice={"type": "function", "function": {"name": "ping"}},
+        temperature=1.0, seed=4, max_tokens=80, extra_body=NO_THINKING)
+    [call] = reply.choices[0].message.tool_calls
+    assert call.function.name == "ping" and _fits(call), call

@@ -1,0 +1,150 @@
+"""Once the model opens a tool call, the call must fit one of the offered tools (models.tool_call_grammar)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from models.sampler import new_state, sample
+from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary, grammar_error, hermes_call_grammar
+from scheduler.sampling_params import SamplingParams
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = json.loads((ROOT / "configs" / "demo_tools.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    # The demo checkpoint's tokenizer: byte-level BPE with <tool_call> and </tool_call> single tokens.
+    return AutoTokenizer.from_pretrained(ROOT / "models" / "demo" / "checkpoint")
+
+
+@pytest.fixture(scope="module")
+def vocabulary(tokenizer):
+    found = call_grammar_vocabulary(tokenizer, len(tokenizer), "hermes",
+                                    lambda t: tokenizer.encode(t, add_special_tokens=False))
+    assert found is not None
+    return found
+
+
+def _grammar(vocabulary, tools=TOOLS) -> ToolCallGrammar:
+    return ToolCallGrammar(hermes_call_grammar(tools, vocabulary.closer), vocabulary.tokenizer, vocabulary.opener)
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def _allowed(grammar: ToolCallGrammar) -> set[int]:
+    words = grammar.allowed_tokens()
+    return {t for t in range(32 * len(words)) if (int(words[t // 32]) >> (t % 32)) & 1}
+
+
+def _feed(grammar: ToolCallGrammar, ids: list[int]) -> None:
+    for token in ids:
+        assert token in _allowed(grammar), token
+        grammar.accept(token)
+
+
+def test_nothing_is_constrained_until_the_model_opens_a_call(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    for token in _ids(tokenizer, "I will look it up."):
+        grammar.accept(token)
+        assert grammar.allowed_tokens() is None
+    grammar.accept(vocabulary.opener)
+    assert grammar.armed and grammar.allowed_tokens() is not None
+
+
+def test_inside_a_call_only_an_offered_tool_name_can_follow(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "'))
+    allowed = _allowed(grammar)
+    assert _ids(tokenizer, "get")[0] in allowed
+    assert _ids(tokenizer, "Oslo")[0] not in allowed
+    assert vocabulary.closer not in allowed
+
+
+def test_a_call_that_fits_its_schema_passes_token_by_token_and_its_closer_disarms_the_grammar(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "convert_units", "arguments": {"value": 5, "from_unit": "km", '
+                                   '"to_unit": "miles"}}\n') + [vocabulary.closer])
+    assert not grammar.armed and grammar.allowed_tokens() is None
+
+
+def test_an_enum_argument_admits_only_its_values_and_a_required_one_cannot_be_skipped(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "calculate", "arguments": {"a": 3, "op": "'))
+    texts = {tokenizer.decode([t]) for t in _allowed(grammar)}
+    assert texts and all(text[:1] in "+-*/" for text in texts), texts
+    _feed(grammar, _ids(tokenizer, '*", "b": 4'))
+    assert _ids(tokenizer, "}}\n")[0] in _allowed(grammar)
+
+    skipping = _grammar(vocabulary)
+    skipping.accept(vocabulary.opener)
+    _feed(skipping, _ids(tokenizer, '\n{"name": "calculate", "arguments": {"a": 3'))
+    assert _ids(tokenizer, "}}\n")[0] not in _allowed(skipping)  # "op" and "b" are required
+
+
+def test_a_second_opener_arms_the_grammar_again_for_a_parallel_call(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    call = [vocabulary.opener] + _ids(tokenizer, '\n{"name": "get_time", "arguments": {"city": "Oslo"}}\n') + [
+        vocabulary.closer]
+    for token in call + _ids(tokenizer, "\n"):
+        grammar.accept(token)
+    assert not grammar.armed
+    grammar.accept(vocabulary.opener)
+    assert grammar.armed
+    _feed(grammar, call[1:])
+    assert not grammar.armed
+
+
+def test_a_forced_token_the_grammar_refuses_disarms_it_rather_than_failing_the_request(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    grammar.accept(vocabulary.opener)
+    grammar.accept(_ids(tokenizer, "Oslo")[0])  # as if another processor had forced it
+    assert not grammar.armed and grammar.allowed_tokens() is None
+
+
+def test_the_sampler_takes_the_best_token_the_grammar_allows(tokenizer, vocabulary):
+    grammar = _grammar(vocabulary)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "'))
+    wanted = _ids(tokenizer, "get")[0]
+    logits = torch.zeros(1, len(tokenizer))
+    logits[0, _ids(tokenizer, "Oslo")[0]] = 10.0  # the model's favourite, not a tool name
+    logits[0, wanted] = 1.0
+    params = SamplingParams(max_tokens=4, temperature=0.0)
+    [greedy] = sample(logits, [new_state(params, 0, [grammar])], [([], [])])
+    assert greedy.token == wanted
+
+
+def test_a_named_tool_choice_narrows_the_grammar_to_that_tool(tokenizer, vocabulary):
+    weather = [tool for tool in TOOLS if tool["function"]["name"] == "get_weather"]
+    grammar = _grammar(vocabulary, weather)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "get_'))
+    texts = {tokenizer.decode([t]) for t in _allowed(grammar)}
+    assert texts and all("weather".startswith(text) for text in texts), texts
+
+
+def test_a_schema_the_engine_cannot_compile_is_reported_not_raised(vocabulary):
+    odd = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}}]
+    error = grammar_error(hermes_call_grammar(odd, vocabulary.closer), vocabulary.tokenizer)
+    assert error and "look-around" in error
+    assert grammar_error(hermes_call_grammar(TOOLS, vocabulary.closer), vocabulary.tokenizer) is None
+
+
+def test_only_hermes_checkpoints_with_single_token_markers_get_a_grammar(tokenizer):
+    encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+    assert call_grammar_vocabulary(tokenizer, len(tokenizer), "mistral", encode) is None
+    assert call_grammar_vocabulary(tokenizer, len(tokenizer), None, encode) is None
+    split = lambda t: [1, 2] if t == "</tool_call>" else encode(t)  # noqa: E731
+    assert call_grammar_vocabulary(tokenizer, len(tokenizer), "hermes", split) is None
