@@ -1,4 +1,4 @@
-"""The logit processors one request's sampler runs: the reasoning budget, the tool-call forcer and grammar.
+"""The logit processors one request's sampler runs: the reasoning budget, the tool-call forcer, grammars.
 
 What it is for: building, in the one order that works, the processors a
 request's parameters ask for. Two of them can force tokens: the budget
@@ -19,21 +19,22 @@ sequence to hold the invariant. No torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from models.reasoning_budget import BudgetPlan, ReasoningBudgetMachine
-from models.tool_call_grammar import ToolCallGrammar
 from models.tool_choice_forcer import ToolChoiceForcer
 
 
 def sampling_processors(budget: BudgetPlan | None,
                         forced_call: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None,
                         end_ids: tuple[int, ...], token_bytes: Callable[[int], bytes],
-                        call_grammar: ToolCallGrammar | None = None) -> list:
+                        grammars: Sequence = ()) -> list:
     """Processors for one sequence; `forced_call` is (call prefix, closer to wait for, closing message).
 
-    `call_grammar` forces nothing; it only masks, and only inside a call, where neither of the
-    others forces (the forcer's prefix ends where the arguments begin, and the grammar accepts it).
+    `grammars` (models/tool_call_grammar.py, models/response_format_grammar.py) mask; they go last,
+    so a token the others force is taken as forced and the grammar only follows it (the forcer's
+    prefix ends where the arguments begin, and the call grammar accepts it). The response grammar
+    forces one token, the end of turn once its JSON is complete, when no one else forces anything.
     """
     procs: list = []
     if budget is not None:
@@ -42,6 +43,5 @@ def sampling_processors(budget: BudgetPlan | None,
     if forced_call is not None:
         forced, wait_for, message = forced_call
         procs.append(ToolChoiceForcer(forced, wait_for, end_ids=end_ids, closing_message=message))
-    if call_grammar is not None:
-        procs.append(call_grammar)
+    procs.extend(grammars)
     return procs

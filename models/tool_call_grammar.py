@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import llguidance
-import llguidance.hf
 import llguidance.numpy
 import numpy as np
 
@@ -48,19 +47,15 @@ class CallGrammarVocabulary:
     closer: int
 
 
-def call_grammar_vocabulary(hf_tokenizer, n_vocab: int, call_format: str | None,
+def call_grammar_vocabulary(tokenizer: llguidance.LLTokenizer | None, call_format: str | None,
                             encode: Callable[[str], Sequence[int]]) -> CallGrammarVocabulary | None:
     """The vocabulary for call grammars, or None when this checkpoint cannot have them: a format
     other than Hermes (the grammar is Hermes' shape), an opener or closer that is not one token (the
-    grammar arms on a token id), or a tokenizer llguidance cannot read (only fast ones)."""
-    if call_format != "hermes":
+    grammar arms on a token id), or no grammar tokenizer (models/grammar_tokenizer.py)."""
+    if call_format != "hermes" or tokenizer is None:
         return None
     opener, closer = encode("<tool_call>"), encode("</tool_call>")
     if len(opener) != 1 or len(closer) != 1:
-        return None
-    try:
-        tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer, n_vocab=n_vocab)
-    except ValueError:  # not a fast tokenizer
         return None
     return CallGrammarVocabulary(tokenizer, opener[0], closer[0])
 
@@ -91,9 +86,14 @@ def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
 
 
 def grammar_error(grammar: str, tokenizer: llguidance.LLTokenizer) -> str | None:
-    """Why llguidance cannot compile `grammar` (a schema it does not support), or None."""
+    """Why llguidance cannot compile `grammar` (a schema it does not support), in one line, or None."""
     error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)
-    return error or None
+    if not error:
+        return None
+    # llguidance's report is its first line, the regex or schema error's own "error: ..." line, then
+    # the grammar text (the schema, which the client already has).
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    return " ".join([lines[0]] + [line for line in lines[1:] if line.startswith("error:")])
 
 
 class ToolCallGrammar:

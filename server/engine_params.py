@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
+from models.response_format_grammar import response_grammar
 from models.tool_call_grammar import grammar_error, hermes_call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
@@ -102,8 +103,34 @@ def _tool_grammar(req, state) -> str | None:
     grammar = hermes_call_grammar(offered, vocabulary.closer)
     error = grammar_error(grammar, vocabulary.tokenizer)
     if error is not None:
-        log.warning("tool calls of this request are not constrained: %s", error.splitlines()[0])
+        log.warning("tool calls of this request are not constrained: %s", error)
         return None
+    return grammar
+
+
+def _response_grammar(req, state, reasoning_open: bool) -> str | None:
+    """The grammar of the turn for a JSON `response_format`, or None for text. The schema is the
+    client's: one the engine cannot compile is a 400 naming it, not an unconstrained answer."""
+    fmt = getattr(req, "response_format", None)
+    schema = fmt.schema_for_answer() if fmt is not None else None
+    if schema is None:
+        return None
+    info = state.info
+    tokenizer = getattr(info, "grammar_tokenizer", None)
+    if tokenizer is None:
+        raise NotSupportedError(f"response_format {fmt.type} needs a grammar over this checkpoint's tokenizer, "
+                                "and llguidance cannot read it (not a fast tokenizer)", param="response_format")
+    thought = None
+    if info.reasoning is not None and info.reasoning.start and info.reasoning.end:
+        encode = lambda t: state.tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+        opener, closer = encode(info.reasoning.start), encode(info.reasoning.end)
+        if len(opener) == 1 and len(closer) == 1:
+            thought = (opener[0], closer[0])
+    grammar = response_grammar(schema, thought, reasoning_open and thought is not None)
+    error = grammar_error(grammar, tokenizer)
+    if error is not None:
+        param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
+        raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)
     return grammar
 
 
@@ -148,4 +175,5 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         reasoning_budget=_budget_plan(req, state, prompt_text),
         forced_tool_call=_forced_tool_call(req, state, reasoning_open),
         tool_grammar=_tool_grammar(req, state),
+        response_grammar=_response_grammar(req, state, reasoning_open),
     )

@@ -102,8 +102,13 @@ CASES = [
     Bad("top_logprobs without logprobs", C, body=chat(top_logprobs=2), param="top_logprobs", words=("logprobs",)),
     Bad("top_logprobs above 20", C, body=chat(logprobs=True, top_logprobs=50), param="top_logprobs",
         words=("20",)),
-    Bad("response_format json_schema", C, body=chat(response_format={"type": "json_schema", "json_schema": {}}),
-        param="response_format", words=("json_schema", "not supported")),
+    Bad("response_format json_schema without a name", C,
+        body=chat(response_format={"type": "json_schema", "json_schema": {}}),
+        param="response_format.json_schema.name", words=("name",)),
+    Bad("response_format json_schema the grammar engine cannot enforce", C,
+        body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "string", "pattern": "(?<=a)b"}}}),
+        param="response_format.json_schema.schema", words=("cannot be enforced", "look-around")),
     Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),
         param="chat_template_kwargs.tools", words=("tools",)),
     # -- tools

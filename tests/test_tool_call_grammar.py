@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from models.grammar_tokenizer import grammar_tokenizer
 from models.sampler import new_state, sample
 from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary, grammar_error, hermes_call_grammar
 from scheduler.sampling_params import SamplingParams
@@ -25,7 +26,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def vocabulary(tokenizer):
-    found = call_grammar_vocabulary(tokenizer, len(tokenizer), "hermes",
+    found = call_grammar_vocabulary(grammar_tokenizer(tokenizer, len(tokenizer), [2]), "hermes",
                                     lambda t: tokenizer.encode(t, add_special_tokens=False))
     assert found is not None
     return found
@@ -144,7 +145,9 @@ def test_a_schema_the_engine_cannot_compile_is_reported_not_raised(vocabulary):
 
 def test_only_hermes_checkpoints_with_single_token_markers_get_a_grammar(tokenizer):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
-    assert call_grammar_vocabulary(tokenizer, len(tokenizer), "mistral", encode) is None
-    assert call_grammar_vocabulary(tokenizer, len(tokenizer), None, encode) is None
+    readable = grammar_tokenizer(tokenizer, len(tokenizer), [2])
+    assert call_grammar_vocabulary(readable, "mistral", encode) is None
+    assert call_grammar_vocabulary(readable, None, encode) is None
+    assert call_grammar_vocabulary(None, "hermes", encode) is None
     split = lambda t: [1, 2] if t == "</tool_call>" else encode(t)  # noqa: E731
-    assert call_grammar_vocabulary(tokenizer, len(tokenizer), "hermes", split) is None
+    assert call_grammar_vocabulary(readable, "hermes", split) is None

@@ -177,8 +177,25 @@ class NamedToolChoice(WireModel):
     function: NamedFunction
 
 
+class JsonSchemaFormat(WireModel):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+    description: str | None = None
+    # `schema` as the wire spells it; pydantic's BaseModel owns the attribute name.
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
 class ResponseFormat(WireModel):
-    type: Literal["text"]
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    def schema_for_answer(self) -> dict | None:
+        """The schema the answer must fit (any JSON object for json_object), or None for text."""
+        if self.type == "json_object":
+            return {"type": "object"}
+        if self.type == "json_schema":
+            return self.json_schema.schema_ or {}
+        return None
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -210,13 +227,7 @@ class ChatCompletionRequest(SamplingFields):
 
     @field_validator("response_format", mode="before")
     @classmethod
-    def _response_format_supported(cls, value: Any) -> Any:
-        kind = value.get("type") if isinstance(value, dict) else None
-        if kind in ("json_object", "json_schema"):
-            raise PydanticCustomError(
-                "not_supported", "response_format {kind} is not supported yet (no structured output); "
-                "omit response_format or send {\"type\": \"text\"}", {"kind": repr(kind)},
-            )
+    def _response_format_nested(cls, value: Any) -> Any:
         return _nested(ResponseFormat, value) if isinstance(value, dict) else value
 
     @model_validator(mode="after")
@@ -228,6 +239,13 @@ class ChatCompletionRequest(SamplingFields):
             if name in names[:i]:
                 raise field_error(f"tools.{i}.function.name", f"two tools are named {name!r}")
         choice = self.tool_choice
+        fmt = self.response_format
+        if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
+            raise field_error("response_format.json_schema", "response_format json_schema needs a json_schema "
+                              "object: {\"name\": ..., \"schema\": {...}}")
+        if fmt is not None and fmt.type != "text" and names and choice != "none":
+            raise field_error("response_format", f"response_format {fmt.type} together with tools is not supported "
+                              "yet: send tools or a JSON response_format, or tool_choice \"none\"")
         if choice == "required" and not names:
             raise field_error("tool_choice", "tool_choice 'required' needs at least one tool in tools")
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:

@@ -1,0 +1,92 @@
+"""`response_format` json_object / json_schema: the answer must be JSON (of the schema), after any thought.
+
+What it is for: OpenAI's structured output, as vLLM and llama.cpp's server
+offer it. The whole turn is constrained from its first token to the end of
+turn: an optional thought (free text between the family's single-token
+opener and closer -- or, when the prompt already opened the thought, free
+text up to the closer; special tokens other than the closer are not text), a
+little whitespace, one JSON value of the schema, then only an end-of-turn
+token.
+
+Why it is shaped so: the thought stays free, as vLLM and llama.cpp keep
+reasoning outside the structured part, and the reasoning budget can still
+close it (its forced message is free text, its closer is the grammar's
+closer). The JSON may carry llama.cpp's whitespace between tokens (nothing,
+a space, or a newline and up to 20 spaces or tabs): models write pretty JSON,
+and a bound keeps a confused model from padding forever. Same engine
+(llguidance) and the same processor protocol as the tool-call grammar;
+unlike it, this one is armed from the first token and ends with the turn.
+
+Not for: checking the request's fields (server/protocol) or tensors. No torch.
+"""
+
+from __future__ import annotations
+
+import json
+
+import llguidance
+import llguidance.numpy
+import numpy as np
+
+# llama.cpp's json-schema-to-grammar SPACE_RULE: nothing, one space, or a newline and some indentation.
+JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
+
+
+def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open: bool) -> str:
+    """Lark grammar of a turn whose answer is one JSON value of `schema`.
+
+    `thought`: the (opener, closer) token ids of the family's thought, or None when the family has
+    none (or its markers are not single tokens: then no thought is allowed). `thought_open`: the
+    prompt already opened it, so the turn starts inside the thought.
+    """
+    schema = {**schema, "x-guidance": {"whitespace_pattern": JSON_WHITESPACE}}
+    lines = [f"answer: %json {json.dumps(schema)}", 'GAP: /[ \\t\\n]*/']
+    if thought is None:
+        lines.insert(0, "start: GAP answer")
+    else:
+        opener, closer = thought
+        lines.append("THOUGHT_TEXT: /(.|\\n)*/")
+        if thought_open:
+            lines.insert(0, f"start: THOUGHT_TEXT <[{closer}]> GAP answer")
+        else:
+            lines.insert(0, f"start: (<[{opener}]> THOUGHT_TEXT <[{closer}]>)? GAP answer")
+    return "\n".join(lines) + "\n"
+
+
+class ResponseGrammar:
+    """One sequence's answer grammar: `allowed_tokens()` before sampling, `accept(token)` after."""
+
+    def __init__(self, grammar: str, tokenizer: llguidance.LLTokenizer, end_of_turn: int | None) -> None:
+        self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        self._armed = not self._matcher.is_error()
+        self._end_of_turn = end_of_turn
+        self._finished = False  # the JSON is complete: only the end of turn may follow
+        self._mask = llguidance.numpy.allocate_token_bitmask(1, tokenizer.vocab_size)  # [1, ceil(vocab / 32)]
+
+    @property
+    def armed(self) -> bool:
+        return self._armed
+
+    def forced_token(self) -> int | None:
+        return self._end_of_turn if self._finished else None
+
+    def allowed_tokens(self) -> np.ndarray | None:
+        """The tokens that keep the turn valid, as a bitmask [ceil(vocab / 32)] int32; None once the
+        JSON is complete (then `forced_token()` ends the turn)."""
+        if not self._armed:
+            return None
+        llguidance.numpy.fill_next_token_bitmask(self._matcher, self._mask)
+        return self._mask[0]
+
+    def accept(self, token: int) -> None:
+        if self._finished:
+            self._finished = False  # the end of turn, forced: nothing is left to constrain
+            return
+        if not self._armed:
+            return
+        if not self._matcher.consume_token(token):
+            self._armed = False  # a token another processor forced: stand down rather than fail
+        elif self._matcher.is_stopped():
+            # llguidance stops once nothing but its end-of-sequence can follow: the JSON is complete.
+            self._armed = False
+            self._finished = self._end_of_turn is not None and token != self._end_of_turn

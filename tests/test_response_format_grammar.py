@@ -1,0 +1,84 @@
+"""response_format json_object / json_schema: the answer is JSON of the schema, after any thought."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from models.grammar_tokenizer import grammar_tokenizer
+from models.response_format_grammar import ResponseGrammar, response_grammar
+from models.tool_call_grammar import grammar_error
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
+          "required": ["city", "n"]}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(ROOT / "models" / "demo" / "checkpoint")
+
+
+@pytest.fixture(scope="module")
+def ids(tokenizer):
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "<|im_end|>", "<tool_call>")}
+
+
+def _grammar(tokenizer, ids, thought_open=False, schema=SCHEMA) -> ResponseGrammar:
+    text = response_grammar(schema, (ids["<think>"], ids["</think>"]), thought_open)
+    return ResponseGrammar(text, grammar_tokenizer(tokenizer, len(tokenizer), [ids["<|im_end|>"]]), ids["<|im_end|>"])
+
+
+def _allowed(grammar: ResponseGrammar, token: int) -> bool:
+    words = grammar.allowed_tokens()
+    return bool((int(words[token // 32]) >> (token % 32)) & 1)
+
+
+def _feed(grammar, tokenizer, text: str, specials: list[int] = ()) -> None:
+    for token in list(specials) + tokenizer.encode(text, add_special_tokens=False):
+        assert _allowed(grammar, token), repr(tokenizer.decode([token]))
+        grammar.accept(token)
+
+
+def test_a_thought_stays_free_and_the_answer_after_it_must_fit_the_schema(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids)
+    _feed(grammar, tokenizer, "Anything at all: {not json, [or] \"quoted\"\n", [ids["<think>"]])
+    assert not _allowed(grammar, ids["<tool_call>"])  # special tokens other than the closer are not text
+    _feed(grammar, tokenizer, "\n\n", [ids["</think>"]])
+    assert not _allowed(grammar, tokenizer.encode("Sure", add_special_tokens=False)[0])
+    assert not _allowed(grammar, ids["<tool_call>"])
+    _feed(grammar, tokenizer, '{\n  "city": "Oslo",\n  "n": 3\n}')
+    assert grammar.allowed_tokens() is None and grammar.forced_token() == ids["<|im_end|>"]
+    grammar.accept(ids["<|im_end|>"])
+    assert grammar.forced_token() is None
+
+
+def test_a_prompt_that_opened_the_thought_starts_the_turn_inside_it(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids, thought_open=True)
+    assert _allowed(grammar, tokenizer.encode("Let", add_special_tokens=False)[0])
+    assert not _allowed(grammar, ids["<think>"])
+    _feed(grammar, tokenizer, "Let me see.\n", [])
+    _feed(grammar, tokenizer, '{"city": "Oslo", "n": 3}', [ids["</think>"]])
+    assert grammar.forced_token() == ids["<|im_end|>"]
+
+
+def test_the_turn_may_skip_the_thought_but_not_the_schema(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids)
+    _feed(grammar, tokenizer, '{"city": "Oslo"')
+    assert not _allowed(grammar, tokenizer.encode("}", add_special_tokens=False)[0])  # "n" is required
+    assert not _allowed(grammar, ids["<|im_end|>"])
+
+
+def test_json_whitespace_is_bounded_as_llama_cpps_is(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids, schema={"type": "object"})
+    _feed(grammar, tokenizer, "{" + "\n" + " " * 20)
+    assert not _allowed(grammar, tokenizer.encode(" ", add_special_tokens=False)[0])
+
+
+def test_every_schema_the_api_accepts_compiles_or_is_reported(tokenizer, ids):
+    llg = grammar_tokenizer(tokenizer, len(tokenizer), [ids["<|im_end|>"]])
+    assert grammar_error(response_grammar({"type": "object"}, None, False), llg) is None
+    bad = grammar_error(response_grammar({"type": "string", "pattern": "(?<=a)b"}, None, False), llg)
+    assert bad and "look-around" in bad and "\n" not in bad
