@@ -5,7 +5,9 @@
 # What it is for: the CI docker check builds the image with the network cut
 # off from package indexes (pip runs with PIP_NO_INDEX=1 and a loopback
 # --find-links), so the wheels are fetched here, on the host, for the image's
-# interpreter and platform: CPython 3.11, manylinux x86_64. The requirement
+# interpreter and platform: CPython 3.11, manylinux x86_64 up to glibc 2.31
+# (the image is Debian bookworm, glibc 2.36; llguidance >= 1.7 ships only
+# manylinux_2_31 wheels). The requirement
 # list is read from pyproject.toml (build-system requires + dependencies), so
 # adding a dependency there needs no edit here.
 #
@@ -58,7 +60,7 @@ log "downloading $(printf '%s\n' "$reqs" | wc -l) requirements (+ their dependen
 "$python" -m pip download --quiet --disable-pip-version-check \
     --dest "$tmp" --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 \
     "${find_links[@]}" \
     --requirement "$tmp/requirements.txt" >&2
