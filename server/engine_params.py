@@ -126,7 +126,12 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
         opener, closer = encode(info.reasoning.start), encode(info.reasoning.end)
         if len(opener) == 1 and len(closer) == 1:
             thought = (opener[0], closer[0])
-    grammar = response_grammar(schema, thought, reasoning_open and thought is not None)
+    if reasoning_open and thought is None:
+        # The turn starts inside a thought whose closer the grammar cannot name: the answer would land
+        # in the reasoning. Refused by name rather than served wrong.
+        raise NotSupportedError(f"response_format {fmt.type} after a thought the prompt opened needs the thought's "
+                                "markers to be single tokens, and this checkpoint's are not", param="response_format")
+    grammar = response_grammar(schema, thought, reasoning_open)
     error = grammar_error(grammar, tokenizer)
     if error is not None:
         param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"

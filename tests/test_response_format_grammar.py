@@ -82,3 +82,21 @@ def test_every_schema_the_api_accepts_compiles_or_is_reported(tokenizer, ids):
     assert grammar_error(response_grammar({"type": "object"}, None, False), llg) is None
     bad = grammar_error(response_grammar({"type": "string", "pattern": "(?<=a)b"}, None, False), llg)
     assert bad and "look-around" in bad and "\n" not in bad
+
+
+def test_a_thought_the_prompt_opened_with_multi_token_markers_is_refused_by_name(tokenizer, ids):
+    from types import SimpleNamespace
+
+    from server.engine_params import _response_grammar
+    from server.errors import NotSupportedError
+    from server.protocol.chat import ChatCompletionRequest
+
+    req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                                "response_format": {"type": "json_object"}})
+    split = SimpleNamespace(encode=lambda text, add_special_tokens=False: [5, 6])  # markers as two tokens each
+    info = SimpleNamespace(grammar_tokenizer=grammar_tokenizer(tokenizer, len(tokenizer), [ids["<|im_end|>"]]),
+                           reasoning=SimpleNamespace(start="<think>", end="</think>"))
+    state = SimpleNamespace(info=info, tokenizer=split)
+    with pytest.raises(NotSupportedError, match="single tokens"):
+        _response_grammar(req, state, reasoning_open=True)
+    assert "%json" in _response_grammar(req, state, reasoning_open=False)  # no thought allowed, JSON at once
