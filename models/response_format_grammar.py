@@ -4,9 +4,9 @@ What it is for: OpenAI's structured output, as vLLM and llama.cpp's server
 offer it. The whole turn is constrained from its first token to the end of
 turn: an optional thought (free text between the family's single-token
 opener and closer -- or, when the prompt already opened the thought, free
-text up to the closer; special tokens other than the closer are not text), a
-little whitespace, one JSON value of the schema, then only an end-of-turn
-token.
+text up to the closer; special tokens other than the closer are not text), at
+most 20 whitespace characters, one JSON value of the schema, then only the
+end-of-turn token (models/grammar_vocabulary.py says which).
 
 Why it is shaped so: the thought stays free, as vLLM and llama.cpp keep
 reasoning outside the structured part, and the reasoning budget can still
@@ -28,6 +28,8 @@ import llguidance
 import llguidance.numpy
 import numpy as np
 
+from models.grammar_vocabulary import GrammarVocabulary
+
 # llama.cpp's json-schema-to-grammar SPACE_RULE: nothing, one space, or a newline and some indentation.
 JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
 
@@ -40,7 +42,7 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
     prompt already opened it, so the turn starts inside the thought.
     """
     schema = {**schema, "x-guidance": {"whitespace_pattern": JSON_WHITESPACE}}
-    lines = [f"answer: %json {json.dumps(schema)}", 'GAP: /[ \\t\\n]*/']
+    lines = [f"answer: %json {json.dumps(schema)}", 'GAP: /[ \\t\\n]{0,20}/']
     if thought is None:
         lines.insert(0, "start: GAP answer")
     else:
@@ -56,12 +58,12 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
 class ResponseGrammar:
     """One sequence's answer grammar: `allowed_tokens()` before sampling, `accept(token)` after."""
 
-    def __init__(self, grammar: str, tokenizer: llguidance.LLTokenizer, end_of_turn: int | None) -> None:
-        self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    def __init__(self, grammar: str, vocabulary: GrammarVocabulary) -> None:
+        self._matcher = vocabulary.compiled(grammar)
         self._armed = not self._matcher.is_error()
-        self._end_of_turn = end_of_turn
+        self._end_of_turn = vocabulary.end_of_turn
         self._finished = False  # the JSON is complete: only the end of turn may follow
-        self._mask = llguidance.numpy.allocate_token_bitmask(1, tokenizer.vocab_size)  # [1, ceil(vocab / 32)]
+        self._mask = llguidance.numpy.allocate_token_bitmask(1, vocabulary.tokenizer.vocab_size)  # [1, ceil(vocab / 32)]
 
     @property
     def armed(self) -> bool:
@@ -76,6 +78,9 @@ class ResponseGrammar:
         if not self._armed:
             return None
         llguidance.numpy.fill_next_token_bitmask(self._matcher, self._mask)
+        if self._matcher.is_error():  # e.g. a parser limit: its mask would be "end of sequence only"
+            self._armed = False
+            return None
         return self._mask[0]
 
     def accept(self, token: int) -> None:

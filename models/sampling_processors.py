@@ -1,11 +1,16 @@
 """The logit processors one request's sampler runs: the reasoning budget, the tool-call forcer, grammars.
 
 What it is for: building, in the one order that works, the processors a
-request's parameters ask for. Two of them can force tokens: the budget
-machine (message + closer once the budget is spent) and the tool-choice
-forcer (the call's prefix once the thought closes). The sampler takes the
-first forced token it is offered, and a processor handed a token other
-than the one it forces raises -- so the two must never force at once.
+request's parameters ask for. Two of them force token sequences: the
+budget machine (message + closer once the budget is spent) and the
+tool-choice forcer (the call's prefix once the thought closes). The sampler
+takes the first forced token it is offered, and a processor handed a token
+other than the one it forces raises -- so the two must never force at once.
+The grammars (tool call, response format) mask; the response grammar also
+forces the end of turn once its JSON is complete, which no tool-choice
+forcer accompanies (a JSON response_format with tools is refused at the
+route) and which comes after any thought, so after the budget is done. A
+grammar handed a token it refuses stands down instead of raising.
 
 Why it is shaped so: the budget machine goes first, and while it counts it
 is the one that closes a thought the model tries to end inside (its

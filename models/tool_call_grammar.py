@@ -17,8 +17,8 @@ Why it is shaped so: llguidance (the grammar engine llama.cpp and vLLM can
 use) derives the token mask from the tokenizer's own byte pieces, so any
 tokenization of valid text passes and nothing else does. The grammar is a
 string carried by the frozen `SamplingParams` (choices of one request share
-it); each sequence gets its own matcher, built at its first opener and reset
-at the next. A token the matcher refuses can only be one another processor
+it), compiled once (models/grammar_vocabulary.py); each call gets a fresh copy
+at its opener. A token the matcher refuses can only be one another processor
 forced (the sampler applies this mask to every sampled token); the grammar
 then stands down for that call instead of failing the request.
 
@@ -36,28 +36,30 @@ import llguidance
 import llguidance.numpy
 import numpy as np
 
+from models.grammar_vocabulary import GrammarVocabulary
+
 
 @dataclass(frozen=True)
 class CallGrammarVocabulary:
-    """What a checkpoint needs for call grammars: llguidance's view of its tokenizer, and the
-    single-token opener and closer of its Hermes calls."""
+    """What a checkpoint needs for call grammars: its grammars, and the single-token opener and
+    closer of its Hermes calls."""
 
-    tokenizer: llguidance.LLTokenizer
+    grammars: GrammarVocabulary
     opener: int
     closer: int
 
 
-def call_grammar_vocabulary(tokenizer: llguidance.LLTokenizer | None, call_format: str | None,
+def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str | None,
                             encode: Callable[[str], Sequence[int]]) -> CallGrammarVocabulary | None:
     """The vocabulary for call grammars, or None when this checkpoint cannot have them: a format
     other than Hermes (the grammar is Hermes' shape), an opener or closer that is not one token (the
-    grammar arms on a token id), or no grammar tokenizer (models/grammar_tokenizer.py)."""
-    if call_format != "hermes" or tokenizer is None:
+    grammar arms on a token id), or no grammars at all (models/grammar_vocabulary.py)."""
+    if call_format != "hermes" or grammars is None:
         return None
     opener, closer = encode("<tool_call>"), encode("</tool_call>")
     if len(opener) != 1 or len(closer) != 1:
         return None
-    return CallGrammarVocabulary(tokenizer, opener[0], closer[0])
+    return CallGrammarVocabulary(grammars, opener[0], closer[0])
 
 
 def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
@@ -85,31 +87,18 @@ def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
     return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(schema)}\n'
 
 
-def grammar_error(grammar: str, tokenizer: llguidance.LLTokenizer) -> str | None:
-    """Why llguidance cannot compile `grammar` (a schema it does not support), in one line, or None."""
-    error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)
-    if not error:
-        return None
-    # llguidance's report is its first line, the regex or schema error's own "error: ..." line, then
-    # the grammar text (the schema, which the client already has).
-    lines = [line.strip() for line in error.splitlines() if line.strip()]
-    return " ".join([lines[0]] + [line for line in lines[1:] if line.startswith("error:")])
-
-
 class ToolCallGrammar:
     """One sequence's lazy call grammar: `allowed_tokens()` before sampling, `accept(token)` after."""
 
-    def __init__(self, grammar: str, tokenizer: llguidance.LLTokenizer, opener: int) -> None:
+    def __init__(self, grammar: str, vocabulary: CallGrammarVocabulary) -> None:
         self._grammar = grammar
-        self._tokenizer = tokenizer
-        self._opener = opener
+        self._vocabulary = vocabulary
         self._matcher: llguidance.LLMatcher | None = None
-        self._armed = False
-        self._mask = llguidance.numpy.allocate_token_bitmask(1, tokenizer.vocab_size)  # [1, ceil(vocab / 32)]
+        self._mask = llguidance.numpy.allocate_token_bitmask(1, vocabulary.grammars.tokenizer.vocab_size)
 
     @property
     def armed(self) -> bool:
-        return self._armed
+        return self._matcher is not None
 
     def forced_token(self) -> int | None:
         return None
@@ -117,23 +106,21 @@ class ToolCallGrammar:
     def allowed_tokens(self) -> np.ndarray | None:
         """While a call is open: the tokens that keep it valid, as a bitmask [ceil(vocab / 32)] int32
         (bit `t % 32` of word `t // 32` set for token t). None while nothing is constrained."""
-        if not self._armed:
+        if self._matcher is None:
             return None
         llguidance.numpy.fill_next_token_bitmask(self._matcher, self._mask)
+        if self._matcher.is_error():  # e.g. a parser limit: its mask would be "end of sequence only"
+            self._matcher = None
+            return None
         return self._mask[0]
 
     def accept(self, token: int) -> None:
-        if not self._armed:
-            if token == self._opener:
-                self._arm()
+        if self._matcher is None:
+            if token == self._vocabulary.opener:
+                # A fresh copy per call: one in an error state stays there, and reset() keeps it so.
+                matcher = self._vocabulary.grammars.compiled(self._grammar)
+                self._matcher = None if matcher.is_error() else matcher
             return
         if not self._matcher.consume_token(token) or self._matcher.is_stopped():
             # Stopped: the closer ended the call. Refused: a forced token the grammar did not allow.
-            self._armed = False
-
-    def _arm(self) -> None:
-        if self._matcher is None:
-            self._matcher = llguidance.LLMatcher(self._tokenizer, self._grammar, log_level=0)
-        else:
-            self._matcher.reset()
-        self._armed = not self._matcher.is_error()
+            self._matcher = None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
 from models.response_format_grammar import response_grammar
-from models.tool_call_grammar import grammar_error, hermes_call_grammar
+from models.tool_call_grammar import hermes_call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
 
@@ -101,7 +101,7 @@ def _tool_grammar(req, state) -> str | None:
     if choice is not None and not isinstance(choice, str):
         offered = [tool for tool in offered if tool["function"]["name"] == choice.function.name]
     grammar = hermes_call_grammar(offered, vocabulary.closer)
-    error = grammar_error(grammar, vocabulary.tokenizer)
+    error = vocabulary.grammars.error(grammar)
     if error is not None:
         log.warning("tool calls of this request are not constrained: %s", error)
         return None
@@ -116,10 +116,13 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     if schema is None:
         return None
     info = state.info
-    tokenizer = getattr(info, "grammar_tokenizer", None)
-    if tokenizer is None:
+    grammars = getattr(info, "grammars", None)
+    if grammars is None:
         raise NotSupportedError(f"response_format {fmt.type} needs a grammar over this checkpoint's tokenizer, "
-                                "and llguidance cannot read it (not a fast tokenizer)", param="response_format")
+                                "and llguidance cannot read it (see the server log)", param="response_format")
+    if req.ignore_eos:
+        raise InvalidRequestError(f"ignore_eos cannot be combined with response_format {fmt.type}: the turn ends "
+                                  "where the JSON does", param="ignore_eos")
     thought = None
     if info.reasoning is not None and info.reasoning.start and info.reasoning.end:
         encode = lambda t: state.tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
@@ -132,7 +135,7 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
         raise NotSupportedError(f"response_format {fmt.type} after a thought the prompt opened needs the thought's "
                                 "markers to be single tokens, and this checkpoint's are not", param="response_format")
     grammar = response_grammar(schema, thought, reasoning_open)
-    error = grammar_error(grammar, tokenizer)
+    error = grammars.error(grammar)
     if error is not None:
         param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
         raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)

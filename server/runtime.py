@@ -28,8 +28,7 @@ from server.engine_params import generation_defaults
 from server.settings import ServeSettings
 
 if TYPE_CHECKING:
-    from llguidance import LLTokenizer
-
+    from models.grammar_vocabulary import GrammarVocabulary
     from models.tool_call_grammar import CallGrammarVocabulary
 
 log = logging.getLogger("anchorage.runtime")
@@ -58,8 +57,8 @@ class RuntimeInfo:
     generation_defaults: dict
     # None: no tool-call grammar for this checkpoint (models/tool_call_grammar.py says when).
     call_grammar: CallGrammarVocabulary | None = None
-    # None: no grammars at all (models/grammar_tokenizer.py says when).
-    grammar_tokenizer: LLTokenizer | None = None
+    # None: no grammars at all (models/grammar_vocabulary.py says when).
+    grammars: GrammarVocabulary | None = None
 
 
 def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
@@ -111,7 +110,7 @@ def build_runtime(s: ServeSettings):
     from models.loader import DTYPES, load_model
     from models.model_runner import ModelRunner
     from models.sampling_processors import sampling_processors
-    from models.grammar_tokenizer import grammar_tokenizer
+    from models.grammar_vocabulary import grammar_vocabulary
     from models.response_format_grammar import ResponseGrammar
     from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary
     from models.token_bytes import make_token_bytes
@@ -167,27 +166,26 @@ def build_runtime(s: ServeSettings):
         PageAllocator(pool, cache),
     )
     token_bytes = make_token_bytes(tokenizer)
-    grammar_vocabulary = grammar_tokenizer(tokenizer, spec.vocab_size, spec.eos_token_ids)
+    grammars = grammar_vocabulary(tokenizer, spec.vocab_size, spec.eos_token_ids)
     call_vocabulary = None
     if s.tool_call_grammar:
-        call_vocabulary = call_grammar_vocabulary(grammar_vocabulary, family.tool_call_format if family else None,
+        call_vocabulary = call_grammar_vocabulary(grammars, family.tool_call_format if family else None,
                                                   lambda t: tokenizer.encode(t, add_special_tokens=False))
 
     def processors(seq):
         ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
-        grammars = []
+        masks = []
         if seq.params.tool_grammar and call_vocabulary is not None:
-            grammars.append(ToolCallGrammar(seq.params.tool_grammar, call_vocabulary.tokenizer, call_vocabulary.opener))
-        if seq.params.response_grammar and grammar_vocabulary is not None:
-            end_of_turn = spec.eos_token_ids[0] if spec.eos_token_ids else None
-            grammars.append(ResponseGrammar(seq.params.response_grammar, grammar_vocabulary, end_of_turn))
+            masks.append(ToolCallGrammar(seq.params.tool_grammar, call_vocabulary))
+        if seq.params.response_grammar and grammars is not None:
+            masks.append(ResponseGrammar(seq.params.response_grammar, grammars))
         return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes,
-                                   grammars)
+                                   masks)
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
-                       reasoning, template, generation_defaults(model_dir), call_vocabulary, grammar_vocabulary)
+                       reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars)
     log.info("model %s (%s, %d layers, %s) from %s", name, spec.architecture, spec.num_layers, s.dtype, model_dir)
     log.info("KV pool: %s pages of %d tokens; context %d", pages, s.page_size, max_len)
     log.info(anchor_line)

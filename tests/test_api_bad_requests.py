@@ -105,6 +105,9 @@ CASES = [
     Bad("response_format json_schema without a name", C,
         body=chat(response_format={"type": "json_schema", "json_schema": {}}),
         param="response_format.json_schema.name", words=("name",)),
+    Bad("response_format json_object with ignore_eos", C,
+        body=chat(response_format={"type": "json_object"}, ignore_eos=True), param="ignore_eos",
+        words=("ignore_eos", "json_object")),
     Bad("response_format json_schema the grammar engine cannot enforce", C,
         body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "type": "string", "pattern": "(?<=a)b"}}}),

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from models.grammar_tokenizer import grammar_tokenizer
+from models.grammar_vocabulary import grammar_vocabulary
 from models.response_format_grammar import ResponseGrammar, response_grammar
-from models.tool_call_grammar import grammar_error
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
@@ -28,7 +27,7 @@ def ids(tokenizer):
 
 def _grammar(tokenizer, ids, thought_open=False, schema=SCHEMA) -> ResponseGrammar:
     text = response_grammar(schema, (ids["<think>"], ids["</think>"]), thought_open)
-    return ResponseGrammar(text, grammar_tokenizer(tokenizer, len(tokenizer), [ids["<|im_end|>"]]), ids["<|im_end|>"])
+    return ResponseGrammar(text, grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]))
 
 
 def _allowed(grammar: ResponseGrammar, token: int) -> bool:
@@ -78,9 +77,9 @@ def test_json_whitespace_is_bounded_as_llama_cpps_is(tokenizer, ids):
 
 
 def test_every_schema_the_api_accepts_compiles_or_is_reported(tokenizer, ids):
-    llg = grammar_tokenizer(tokenizer, len(tokenizer), [ids["<|im_end|>"]])
-    assert grammar_error(response_grammar({"type": "object"}, None, False), llg) is None
-    bad = grammar_error(response_grammar({"type": "string", "pattern": "(?<=a)b"}, None, False), llg)
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]])
+    assert grammars.error(response_grammar({"type": "object"}, None, False)) is None
+    bad = grammars.error(response_grammar({"type": "string", "pattern": "(?<=a)b"}, None, False))
     assert bad and "look-around" in bad and "\n" not in bad
 
 
@@ -94,7 +93,7 @@ def test_a_thought_the_prompt_opened_with_multi_token_markers_is_refused_by_name
     req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
                                                 "response_format": {"type": "json_object"}})
     split = SimpleNamespace(encode=lambda text, add_special_tokens=False: [5, 6])  # markers as two tokens each
-    info = SimpleNamespace(grammar_tokenizer=grammar_tokenizer(tokenizer, len(tokenizer), [ids["<|im_end|>"]]),
+    info = SimpleNamespace(grammars=grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]),
                            reasoning=SimpleNamespace(start="<think>", end="</think>"))
     state = SimpleNamespace(info=info, tokenizer=split)
     with pytest.raises(NotSupportedError, match="single tokens"):

@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from models.grammar_tokenizer import grammar_tokenizer
+from models.grammar_vocabulary import grammar_vocabulary
 from models.sampler import new_state, sample
-from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary, grammar_error, hermes_call_grammar
+from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary, hermes_call_grammar
 from scheduler.sampling_params import SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,14 +26,14 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def vocabulary(tokenizer):
-    found = call_grammar_vocabulary(grammar_tokenizer(tokenizer, len(tokenizer), [2]), "hermes",
+    found = call_grammar_vocabulary(grammar_vocabulary(tokenizer, len(tokenizer), [2]), "hermes",
                                     lambda t: tokenizer.encode(t, add_special_tokens=False))
     assert found is not None
     return found
 
 
 def _grammar(vocabulary, tools=TOOLS) -> ToolCallGrammar:
-    return ToolCallGrammar(hermes_call_grammar(tools, vocabulary.closer), vocabulary.tokenizer, vocabulary.opener)
+    return ToolCallGrammar(hermes_call_grammar(tools, vocabulary.closer), vocabulary)
 
 
 def _ids(tokenizer, text: str) -> list[int]:
@@ -138,16 +138,28 @@ def test_a_named_tool_choice_narrows_the_grammar_to_that_tool(tokenizer, vocabul
 def test_a_schema_the_engine_cannot_compile_is_reported_not_raised(vocabulary):
     odd = [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}}]
-    error = grammar_error(hermes_call_grammar(odd, vocabulary.closer), vocabulary.tokenizer)
-    assert error and "look-around" in error
-    assert grammar_error(hermes_call_grammar(TOOLS, vocabulary.closer), vocabulary.tokenizer) is None
+    error = vocabulary.grammars.error(hermes_call_grammar(odd, vocabulary.closer))
+    assert error and "look-around" in error and "\n" not in error
+    assert vocabulary.grammars.error(hermes_call_grammar(TOOLS, vocabulary.closer)) is None
 
 
 def test_only_hermes_checkpoints_with_single_token_markers_get_a_grammar(tokenizer):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
-    readable = grammar_tokenizer(tokenizer, len(tokenizer), [2])
+    readable = grammar_vocabulary(tokenizer, len(tokenizer), [2])
     assert call_grammar_vocabulary(readable, "mistral", encode) is None
     assert call_grammar_vocabulary(readable, None, encode) is None
     assert call_grammar_vocabulary(None, "hermes", encode) is None
     split = lambda t: [1, 2] if t == "</tool_call>" else encode(t)  # noqa: E731
     assert call_grammar_vocabulary(readable, "hermes", split) is None
+
+
+def test_a_tokenizer_with_ids_past_the_models_row_still_gets_grammars(tokenizer):
+    # Gemma 3's tokenizer has an id at its config's vocab_size: the mask covers it, the sampler trims it.
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer) - 5, [2])
+    assert grammars is not None and grammars.tokenizer.vocab_size >= len(tokenizer)
+
+
+def test_the_end_of_turn_is_the_tokenizers_own_eos_when_the_engine_stops_on_it(tokenizer):
+    own = tokenizer.eos_token_id
+    assert grammar_vocabulary(tokenizer, len(tokenizer), [7, own]).end_of_turn == own
+    assert grammar_vocabulary(tokenizer, len(tokenizer), [7, 8]).end_of_turn == 7

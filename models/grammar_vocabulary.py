@@ -1,0 +1,77 @@
+"""Grammars over a checkpoint's vocabulary: llguidance's view of its tokenizer and the compiled grammars.
+
+What it is for: the tool-call grammar (models/tool_call_grammar.py) and the
+response-format grammar (models/response_format_grammar.py) compute token
+masks from `GrammarVocabulary.tokenizer`. Its end-of-sequence id is the
+end-of-turn id a complete grammar lets through (and the response grammar
+forces): the tokenizer's own EOS when the engine stops on it (Qwen's
+`<|im_end|>`, Llama 3's `<|eot_id|>`), else the checkpoint's first one.
+
+Why it is shaped so: reading the vocabulary takes up to a second on a large
+one, and compiling a grammar takes milliseconds to more for a large schema;
+requests repeat the same tools and schemas, so a compiled grammar is kept
+(a few dozen, least recently used first out) and every sequence gets a
+`deep_copy` of it. Only fast (Rust) tokenizers can be read; for any other
+there are no grammars. No torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import llguidance
+import llguidance.hf
+
+log = logging.getLogger(__name__)
+
+COMPILED_KEPT = 64
+
+
+@dataclass
+class GrammarVocabulary:
+    tokenizer: llguidance.LLTokenizer
+    end_of_turn: int | None
+    _compiled: OrderedDict = field(default_factory=OrderedDict)
+    # Requests check grammars on the server's event loop, sequences copy them on the engine thread.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def compiled(self, grammar: str) -> llguidance.LLMatcher:
+        """A fresh matcher for `grammar` at its start (check `is_error()`: a schema it cannot compile)."""
+        with self._lock:
+            pristine = self._compiled.pop(grammar, None)
+        if pristine is None:
+            pristine = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
+        with self._lock:
+            self._compiled[grammar] = pristine
+            while len(self._compiled) > COMPILED_KEPT:
+                self._compiled.popitem(last=False)
+        return pristine.deep_copy()
+
+    def error(self, grammar: str) -> str | None:
+        """Why `grammar` cannot be compiled (a schema llguidance does not support), in one line, or None."""
+        error = self.compiled(grammar).get_error()
+        if not error:
+            return None
+        # llguidance's report is its first line, the regex or schema error's own "error: ..." line, then
+        # the grammar text (the schema, which the client already has).
+        lines = [line.strip() for line in error.splitlines() if line.strip()]
+        return " ".join([lines[0]] + [line for line in lines[1:] if line.startswith("error:")])
+
+
+def grammar_vocabulary(hf_tokenizer, n_vocab: int, eos_ids: Sequence[int]) -> GrammarVocabulary | None:
+    """Grammars over a logit row of at least `n_vocab` ids, or None when llguidance cannot read the tokenizer."""
+    own = getattr(hf_tokenizer, "eos_token_id", None)
+    end_of_turn = own if own in eos_ids else (eos_ids[0] if eos_ids else None)
+    try:
+        # The mask covers every id the tokenizer has, even past the model's row (Gemma 3 has one);
+        # the sampler trims it to the row.
+        tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer, n_vocab=max(n_vocab, len(hf_tokenizer)),
+                                                 eos_token=end_of_turn)
+    except ValueError as exc:  # not a fast tokenizer, or a decoder llguidance cannot read
+        log.warning("no grammars for this checkpoint (tool calls unconstrained, response_format json refused): %s", exc)
+        return None
+    return GrammarVocabulary(tokenizer, end_of_turn)
