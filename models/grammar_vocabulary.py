@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import llguidance
 import llguidance.hf
+import llguidance.numpy
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,19 @@ class GrammarVocabulary:
         # the grammar text (the schema, which the client already has).
         lines = [line.strip() for line in error.splitlines() if line.strip()]
         return " ".join([lines[0]] + [line for line in lines[1:] if line.startswith("error:")])
+
+
+class Mask:
+    """One sequence's bitmask buffer, [1, ceil(vocab / 32)] int32: bit `t % 32` of word `t // 32` is token t."""
+
+    def __init__(self, tokenizer: llguidance.LLTokenizer) -> None:
+        self._words = llguidance.numpy.allocate_token_bitmask(1, tokenizer.vocab_size)
+
+    def of(self, matcher: llguidance.LLMatcher) -> np.ndarray | None:
+        """The tokens `matcher` allows next, [ceil(vocab / 32)]; None when it is in error (a parser
+        limit, say), where llguidance's own mask would allow nothing but end of sequence."""
+        llguidance.numpy.fill_next_token_bitmask(matcher, self._words)
+        return None if matcher.is_error() else self._words[0]
 
 
 def grammar_vocabulary(hf_tokenizer, n_vocab: int, eos_ids: Sequence[int]) -> GrammarVocabulary | None:

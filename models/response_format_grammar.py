@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import json
 
-import llguidance
-import llguidance.numpy
 import numpy as np
 
-from models.grammar_vocabulary import GrammarVocabulary
+from models.grammar_vocabulary import GrammarVocabulary, Mask
 
 # llama.cpp's json-schema-to-grammar SPACE_RULE: nothing, one space, or a newline and some indentation.
 JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
@@ -63,7 +61,7 @@ class ResponseGrammar:
         self._armed = not self._matcher.is_error()
         self._end_of_turn = vocabulary.end_of_turn
         self._finished = False  # the JSON is complete: only the end of turn may follow
-        self._mask = llguidance.numpy.allocate_token_bitmask(1, vocabulary.tokenizer.vocab_size)  # [1, ceil(vocab / 32)]
+        self._mask = Mask(vocabulary.tokenizer)
 
     @property
     def armed(self) -> bool:
@@ -75,13 +73,9 @@ class ResponseGrammar:
     def allowed_tokens(self) -> np.ndarray | None:
         """The tokens that keep the turn valid, as a bitmask [ceil(vocab / 32)] int32; None once the
         JSON is complete (then `forced_token()` ends the turn)."""
-        if not self._armed:
-            return None
-        llguidance.numpy.fill_next_token_bitmask(self._matcher, self._mask)
-        if self._matcher.is_error():  # e.g. a parser limit: its mask would be "end of sequence only"
-            self._armed = False
-            return None
-        return self._mask[0]
+        allowed = self._mask.of(self._matcher) if self._armed else None
+        self._armed = allowed is not None  # a matcher in error stands down
+        return allowed
 
     def accept(self, token: int) -> None:
         if self._finished:

@@ -33,10 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import llguidance
-import llguidance.numpy
 import numpy as np
 
-from models.grammar_vocabulary import GrammarVocabulary
+from models.grammar_vocabulary import GrammarVocabulary, Mask
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class ToolCallGrammar:
         self._grammar = grammar
         self._vocabulary = vocabulary
         self._matcher: llguidance.LLMatcher | None = None
-        self._mask = llguidance.numpy.allocate_token_bitmask(1, vocabulary.grammars.tokenizer.vocab_size)
+        self._mask = Mask(vocabulary.grammars.tokenizer)
 
     @property
     def armed(self) -> bool:
@@ -106,13 +105,10 @@ class ToolCallGrammar:
     def allowed_tokens(self) -> np.ndarray | None:
         """While a call is open: the tokens that keep it valid, as a bitmask [ceil(vocab / 32)] int32
         (bit `t % 32` of word `t // 32` set for token t). None while nothing is constrained."""
-        if self._matcher is None:
-            return None
-        llguidance.numpy.fill_next_token_bitmask(self._matcher, self._mask)
-        if self._matcher.is_error():  # e.g. a parser limit: its mask would be "end of sequence only"
-            self._matcher = None
-            return None
-        return self._mask[0]
+        allowed = self._mask.of(self._matcher) if self._matcher is not None else None
+        if allowed is None:
+            self._matcher = None  # nothing open, or a matcher in error: stand down
+        return allowed
 
     def accept(self, token: int) -> None:
         if self._matcher is None:
