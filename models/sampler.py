@@ -74,11 +74,9 @@ def _mask(row: torch.Tensor, processors: list) -> torch.Tensor:
         if words is None:
             continue
         bits = np.unpackbits(words.view(np.uint8), bitorder="little")  # [32 * words]: bit t is token t
-        allowed = torch.zeros(row.shape[0], dtype=torch.bool)
-        n = min(row.shape[0], bits.shape[0])
-        allowed[:n] = torch.from_numpy(bits[:n].astype(bool))
-        if allowed.any():  # a mask that allows nothing is a broken matcher: leave the row as it was
-            row = row.masked_fill(~allowed, float("-inf"))
+        # The mask may be wider than the row (a tokenizer with ids past the model's vocab_size), never narrower.
+        allowed = torch.from_numpy(bits[: row.shape[0]].astype(bool))
+        row = row.masked_fill(~allowed, float("-inf"))
     return row
 
 

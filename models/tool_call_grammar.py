@@ -48,17 +48,18 @@ class CallGrammarVocabulary:
     closer: int
 
 
-def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str | None,
+def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str | None, opener: int | None,
                             encode: Callable[[str], Sequence[int]]) -> CallGrammarVocabulary | None:
     """The vocabulary for call grammars, or None when this checkpoint cannot have them: a format
-    other than Hermes (the grammar is Hermes' shape), an opener or closer that is not one token (the
-    grammar arms on a token id), or no grammars at all (models/grammar_vocabulary.py)."""
-    if call_format != "hermes" or grammars is None:
+    other than Hermes (the grammar is Hermes' shape), no single-token opener (`opener`: the family's
+    call opener as the window's anchor token, scheduler/window.resolve_anchor_token) or closer (the
+    grammar arms and ends on token ids), or no grammars at all (models/grammar_vocabulary.py)."""
+    if call_format != "hermes" or grammars is None or opener is None:
         return None
-    opener, closer = encode("<tool_call>"), encode("</tool_call>")
-    if len(opener) != 1 or len(closer) != 1:
+    closer = encode("</tool_call>")
+    if len(closer) != 1:
         return None
-    return CallGrammarVocabulary(grammars, opener[0], closer[0])
+    return CallGrammarVocabulary(grammars, opener, closer[0])
 
 
 def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:

@@ -92,7 +92,7 @@ def _tool_grammar(req, state) -> str | None:
     tool_choice). None when the checkpoint has no call grammar (or `--no-tool-call-grammar`), the
     request offers no tools or says tool_choice "none", or llguidance cannot compile a schema
     (logged; the call is then unconstrained, as before grammars)."""
-    vocabulary = getattr(state.info, "call_grammar", None)
+    vocabulary = state.info.call_grammar
     tools = getattr(req, "tools", None)
     choice = getattr(req, "tool_choice", None)
     if vocabulary is None or not tools or choice == "none":
@@ -116,7 +116,7 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     if schema is None:
         return None
     info = state.info
-    grammars = getattr(info, "grammars", None)
+    grammars = info.grammars
     if grammars is None:
         raise NotSupportedError(f"response_format {fmt.type} needs a grammar over this checkpoint's tokenizer, "
                                 "and llguidance cannot read it (see the server log)", param="response_format")

@@ -169,7 +169,7 @@ def build_runtime(s: ServeSettings):
     grammars = grammar_vocabulary(tokenizer, spec.vocab_size, spec.eos_token_ids)
     call_vocabulary = None
     if s.tool_call_grammar:
-        call_vocabulary = call_grammar_vocabulary(grammars, family.tool_call_format if family else None,
+        call_vocabulary = call_grammar_vocabulary(grammars, family.tool_call_format if family else None, anchor,
                                                   lambda t: tokenizer.encode(t, add_special_tokens=False))
 
     def processors(seq):

@@ -27,6 +27,7 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def vocabulary(tokenizer):
     found = call_grammar_vocabulary(grammar_vocabulary(tokenizer, len(tokenizer), [2]), "hermes",
+                                    tokenizer.convert_tokens_to_ids("<tool_call>"),
                                     lambda t: tokenizer.encode(t, add_special_tokens=False))
     assert found is not None
     return found
@@ -146,11 +147,13 @@ def test_a_schema_the_engine_cannot_compile_is_reported_not_raised(vocabulary):
 def test_only_hermes_checkpoints_with_single_token_markers_get_a_grammar(tokenizer):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
     readable = grammar_vocabulary(tokenizer, len(tokenizer), [2])
-    assert call_grammar_vocabulary(readable, "mistral", encode) is None
-    assert call_grammar_vocabulary(readable, None, encode) is None
-    assert call_grammar_vocabulary(None, "hermes", encode) is None
+    opener = tokenizer.convert_tokens_to_ids("<tool_call>")
+    assert call_grammar_vocabulary(readable, "mistral", opener, encode) is None
+    assert call_grammar_vocabulary(readable, None, opener, encode) is None
+    assert call_grammar_vocabulary(None, "hermes", opener, encode) is None
+    assert call_grammar_vocabulary(readable, "hermes", None, encode) is None  # the opener is not one token
     split = lambda t: [1, 2] if t == "</tool_call>" else encode(t)  # noqa: E731
-    assert call_grammar_vocabulary(readable, "hermes", split) is None
+    assert call_grammar_vocabulary(readable, "hermes", opener, split) is None
 
 
 def test_a_tokenizer_with_ids_past_the_models_row_still_gets_grammars(tokenizer):
