@@ -18,12 +18,12 @@ every 2 steps keep what the window leaves live at a turn's end close to the
 Claims:
 - with anchors on, each turn's `cached_tokens` reaches the page holding the
   previous turn's `<tool_call>` token (up to where the prompt diverges);
-- with anchors off, turn 2 falls back to turn 1's prompt: turn 1's
-  thought slid out of the window while its call was written, and only the
-  anchor holds the window before the call. Turn 3 gains less or nothing:
-  turn 2 thinks briefly after the result and its call ends a dozen tokens
-  after the divergence, which is still inside the window live at the end of
-  the turn;
+- with anchors off, each turn falls back to the previous turn's prompt: each
+  calling turn generates more than the 64-token window before the point
+  where the next prompt diverges (the request asks for step-by-step
+  reasoning, which buys the first turn a numbered thought), so its thought
+  slid out of the window while its call was written, and only the anchor
+  holds the window before the call;
 - every turn's output is the same either way: reuse never changes tokens.
 """
 
@@ -45,9 +45,9 @@ TOOLS = json.loads((Path(__file__).resolve().parents[1] / "configs" / "demo_tool
 PAGE = 4
 THOUGHT_CAP = 400  # a reasoning budget per calling turn: a cap, well above the thoughts this request gets
 # Two calls in sequence, then an answer: three turns. Phrased the way training requests are (a
-# training template; its thought runs past the 64-token window with this checkpoint): this test is about
-# the cache, not about how far the toy model generalises.
-REQUEST = "What is (12 + 30) * 2?"
+# training template and a training step-by-step suffix, which buys numbered thoughts that run past the
+# 64-token window): this test is about the cache, not about how far the toy model generalises.
+REQUEST = "What is (12 + 30) * 2? Think it through step by step."
 
 
 def _server(anchors: bool):
@@ -138,12 +138,15 @@ def test_with_anchors_each_turn_reuses_the_prefix_up_to_the_previous_turns_tool_
         assert turn["cached_tokens"] >= anchor - anchor % PAGE, (turn["cached_tokens"], anchor)
 
 
-def test_without_anchors_turn_two_recomputes_turn_ones_thought(loops):
+def test_without_anchors_each_turn_recomputes_the_previous_turns_thought(loops):
     anchored, plain, opener = loops
-    thought = _anchor(anchored[0], opener) - anchored[0]["prompt_tokens"]
-    assert plain[1]["cached_tokens"] <= anchored[1]["cached_tokens"] - thought // 2, (
-        plain[1]["cached_tokens"], anchored[1]["cached_tokens"], thought)
-    assert plain[1]["cached_tokens"] <= anchored[0]["prompt_tokens"]
+    assert len(plain) == len(anchored) == 3
+    for turn in (1, 2):
+        previous = anchored[turn - 1]
+        thought = _anchor(previous, opener) - previous["prompt_tokens"]
+        assert plain[turn]["cached_tokens"] <= anchored[turn]["cached_tokens"] - thought // 2, (
+            turn, plain[turn]["cached_tokens"], anchored[turn]["cached_tokens"], thought)
+        assert plain[turn]["cached_tokens"] <= previous["prompt_tokens"]
     for on, off in zip(anchored, plain):
         assert off["cached_tokens"] <= on["cached_tokens"]
 

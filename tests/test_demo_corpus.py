@@ -218,7 +218,43 @@ def test_some_call_turns_come_back_without_reasoning_and_only_what_follows_them_
         assert spans and all("<tool_call>" not in text[start:end] for start, end in spans)
 
 
+def test_an_operator_is_the_same_id_in_the_thought_and_in_the_calls_json():
+    from models.demo.tokenizer_build import build_tokenizer
+    tok = build_tokenizer(['The user wants 12 * 5. I\'ll call calculate with {"a": 12, "op": "*", "b": 5}.'] * 20,
+                          vocab_size=400)
+    for op in "+-*/":
+        thought = tok.tokenize(f"The user wants 12 {op} 5.")
+        call = tok.tokenize(f'{{"a": 12, "op": "{op}", "b": 5}}')
+        # One piece, with no space, quote or comma glued to it: the call copies the thought's id.
+        assert op in thought and op in call, (thought, call)
+
+
+def test_a_two_call_turns_thought_ends_by_spelling_both_calls_as_their_json(training):
+    seen = set()
+    for conv in training:
+        if conv.kind not in ("wdiff", "wtwo", "tw", "chain", "wconv"):
+            continue
+        calls = [m for i, m in enumerate(conv.messages)
+                 if m.get("tool_calls") and m.get("reasoning_content") and i not in conv.untrained_reasoning]
+        for message in calls:  # (a thought cut short, as by a budget, ends wherever it was cut)
+            thought = message["reasoning_content"]
+            spans = [f'{c["function"]["name"]} with {json.dumps(c["function"]["arguments"], ensure_ascii=False)}'
+                     for c in message["tool_calls"]]
+            assert " and ".join(spans) in thought[-len(" and ".join(spans)) - 40:], thought
+            seen.add(conv.kind)
+    assert seen == {"wdiff", "wtwo", "tw", "chain", "wconv"}
+
+
 def test_rendering_over_worker_processes_gives_what_rendering_one_by_one_gives(training):
     from models.demo.dataset import rendered, rendered_all
     convs = training[:200]
     assert rendered_all(convs, workers=2) == [rendered(c) for c in convs]
+
+
+def test_a_quarter_of_training_tool_requests_come_bare_as_users_type_them(training, held_out):
+    # Chat requests are always bare; were tool requests nearly always framed, "no frame" would mean chat.
+    tool = [c for c in training if c.kind not in ("chat", "echo")]
+    bare = [c for c in tool if ".p0.s0." in c.template_ids[-1]]
+    assert 0.2 < len(bare) / len(tool) < 0.35
+    # Held-out frames stay what they were: never bare (a bare request would be a training frame).
+    assert not any(".p0.s0." in case.template_id for case in held_out if case.steps)

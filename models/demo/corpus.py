@@ -35,7 +35,7 @@ from models.demo.tools import TOOLS, format_number
 
 # Share of each kind in training (weights, not probabilities).
 KIND_WEIGHTS = {"weather": 14, "time": 10, "calculate": 16, "convert": 14, "weather_unknown": 3,
-                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 14, "echo": 8}
+                "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 16, "echo": 8}
 LEVEL_WEIGHTS = {rsn.SHORT: 58, rsn.MEDIUM: 32, rsn.LONG: 10}
 P_SYSTEM, P_HISTORY, P_NO_THINKING, P_CUT_THINKING, P_CHAT_WITHOUT_TOOLS = 0.3, 0.08, 0.08, 0.08, 0.2
 # Call turns passed back without their reasoning, as clients that drop it (and the evaluation, when it
@@ -121,13 +121,14 @@ def _plan_turns(rng: random.Random, plan: Plan, level: str, thinking: bool) -> l
     if kind in SINGLE:
         first = rsn.think_before_call(rng, kind, plan.slots, level)
     else:
-        first = rsn.think_before_plan(rng, kind, plan.slots, level)
+        first = rsn.think_before_plan(rng, kind, plan.slots, level, plan.steps[0])
     turns, next_id = [], 0
     for i, (calls, results) in enumerate(zip(plan.steps, plan.results)):
         if i == 0:
             thought = first
         else:
-            thought = ans.between_steps(rng, kind, plan.slots, [json.loads(r) for r in plan.results[0]])
+            thought = ans.between_steps(rng, kind, plan.slots, [json.loads(r) for r in plan.results[0]], calls,
+                                        stepwise=level == rsn.LONG)
         turns.append(_call_turn(thought if thinking else "", calls, next_id))
         turns += _result_turns(results, next_id)
         next_id += len(calls)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from models.demo.corpus_reasoning import OP_WORDS
+from models.demo.corpus_reasoning import OP_WORDS, spelled
 
 
 def _pick(rng: random.Random, options: list[str], **slots) -> str:
@@ -79,23 +79,55 @@ def after_error(rng, kind, what, r) -> tuple[str, str]:
     return think, answer
 
 
-def between_steps(rng, kind, slots, results) -> str:
-    """Thought after the first results of a sequential plan, before the second call."""
+def between_steps(rng, kind, slots, results, calls: list[tuple[str, dict]], stepwise: bool = False) -> str:
+    """Thought after the first results of a sequential plan, before the second step's `calls`, which
+    its last sentence spells out. A `stepwise` plan (the user asked for step-by-step reasoning) goes
+    on thinking in numbered steps here too, some seventy tokens: a second turn that thinks past the
+    64-token window is what the agent loop needs to show its tool-call anchor at work."""
+    if stepwise:
+        return _numbered_between_steps(kind, slots, results, calls)
+    then = f" Calling {spelled(calls)}."
     if kind == "wdiff":
         t1, t2 = results[0]["temperature_c"], results[1]["temperature_c"]
         return _pick(rng, ["{c1} is {t1}°C and {c2} is {t2}°C. Now I'll compute {t1} - {t2} with calculate.",
-                           "Temperatures: {c1} {t1}°C, {c2} {t2}°C. The difference is {t1} - {t2}; calling calculate."],
-                     t1=t1, t2=t2, **slots)
+                           "Temperatures: {c1} {t1}°C, {c2} {t2}°C. The difference is {t1} - {t2}."],
+                     t1=t1, t2=t2, **slots) + then
     if kind == "wconv":
         t = results[0]["temperature_c"]
         return _pick(rng, ["{city} is at {t} celsius. Now convert {t} celsius to {to}.",
                            "get_weather gives {t}°C for {city}. Next: convert_units from celsius to {to}."],
-                     t=t, **slots)
+                     t=t, **slots) + then
     if kind == "chain":
         r1 = results[0]["result"]
         return _pick(rng, ["{a} {op1} {b} = {r1}. Now {r1} {op2} {c}.",
-                           "The first result is {r1}. Second step: calculate {r1} {op2} {c}."], r1=r1, **slots)
+                           "The first result is {r1}. Second step: {r1} {op2} {c}."], r1=r1, **slots) + then
     raise ValueError(kind)
+
+
+def _numbered_between_steps(kind, slots, results, calls: list[tuple[str, dict]]) -> str:
+    s = slots
+    if kind == "wdiff":
+        t1, t2 = results[0]["temperature_c"], results[1]["temperature_c"]
+        steps = [f"{s['c1']} is {t1}°C.", f"{s['c2']} is {t2}°C.",
+                 f"The difference is {t1} - {t2}, and calculate gives it exactly."]
+        second = f"{t1} - {t2}"
+    elif kind == "wconv":
+        t = results[0]["temperature_c"]
+        steps = [f"get_weather says {s['city']} is at {t}°C.",
+                 f"The user wants it in {s['to']}, so the next step converts {t} celsius to {s['to']}.",
+                 "convert_units does that conversion exactly."]
+        second = f"{t} celsius to {s['to']}"
+    elif kind == "chain":
+        r1 = results[0]["result"]
+        steps = [f"The first result is {r1}: {s['a']} {s['op1']} {s['b']} = {r1}.",
+                 f"What is left is {r1} {s['op2']} {s['c']}.",
+                 "calculate does one operation at a time, so this needs one more call."]
+        second = f"{r1} {s['op2']} {s['c']}"
+    else:
+        raise ValueError(kind)
+    steps.append("I shouldn't guess the value; the tool gives the exact result.")
+    body = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
+    return f"Let me go on step by step.\n{body}\nTo confirm: {second} is the second step.\nCalling {spelled(calls)}."
 
 
 def after_plan(rng, kind, slots, results) -> tuple[str, str]:

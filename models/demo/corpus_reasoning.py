@@ -16,6 +16,7 @@ always names the call, right before `</think>`.
 
 from __future__ import annotations
 
+import json
 import random
 
 SHORT, MEDIUM, LONG = "short", "medium", "long"
@@ -128,33 +129,41 @@ def think_before_call(rng: random.Random, kind: str, slots: dict[str, str], leve
     return f"{opener}\n{body}\n{check}\n{pick(pools['args'])}"
 
 
-def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], level: str) -> str:
-    """Reasoning before the first turn of a two-call plan (parallel or sequential)."""
+def spelled(calls: list[tuple[str, dict]]) -> str:
+    """The calls as the thought names them right before making them: `get_weather with {"city": "Oslo"}`,
+    joined by "and" -- the JSON the calls will carry, so each call repeats text a few tokens back."""
+    return " and ".join(f"{name} with {json.dumps(args, ensure_ascii=False)}" for name, args in calls)
+
+
+def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], level: str,
+                      calls: list[tuple[str, dict]]) -> str:
+    """Reasoning before the first turn of a two-call plan (parallel or sequential); `calls` are that
+    turn's calls, which its last sentence spells out (as a single call's thought does)."""
     s = slots
     if kind == "wdiff":
         goal = f"The user wants the temperature difference between {s['c1']} and {s['c2']}."
         plan = (f"First I need both temperatures, so I'll call get_weather for {s['c1']} and for {s['c2']} "
                 f"at once. Then I'll subtract {s['c2']}'s temperature from {s['c1']}'s with calculate.")
-        act = f"Calling get_weather for {s['c1']} and {s['c2']}."
+        act = f"Calling {spelled(calls)}."
     elif kind == "wtwo":
         goal = f"The user wants the weather in two cities: {s['c1']} and {s['c2']}."
         plan = f"get_weather takes one city, so I'll make two calls in one go: {s['c1']} and {s['c2']}."
-        act = f"Calling get_weather for {s['c1']} and for {s['c2']}."
+        act = f"Calling {spelled(calls)}."
     elif kind == "tw":
         goal = f"The user wants both the local time and the weather in {s['city']}."
         plan = f"That's two tools for the same city: get_time for {s['city']} and get_weather for {s['city']}."
-        act = f"I'll call both now for {s['city']}."
+        act = f"I'll call both now: {spelled(calls)}."
     elif kind == "wconv":
         goal = f"The user wants the temperature in {s['city']}, expressed in {s['to']}."
         plan = (f"get_weather gives Celsius for {s['city']}; after that I'll convert the value "
                 f"from celsius to {s['to']} with convert_units.")
-        act = f"First step: get_weather for {s['city']}. Then convert to {s['to']}."
+        act = f"The conversion to {s['to']} comes second. First step: {spelled(calls)}."
     elif kind == "chain":
         w1, w2 = OP_WORDS[s["op1"]]["name"], OP_WORDS[s["op2"]]["name"]
         goal = f"The user wants ({s['a']} {s['op1']} {s['b']}) {s['op2']} {s['c']}: {w1} first, then {w2}."
         plan = (f"calculate does one operation at a time, so first {s['a']} {s['op1']} {s['b']}, "
                 f"then the result {s['op2']} {s['c']}.")
-        act = f"First call: calculate {s['a']} {s['op1']} {s['b']}. Keep {s['c']} for the second step."
+        act = f"Keep {s['c']} for the second step. First call: {spelled(calls)}."
     else:
         raise ValueError(kind)
     if level == SHORT:

@@ -81,6 +81,13 @@ def _redrill(tr: dict) -> str:
             f"({tr['redrill_steps_run']} in all)")
 
 
+def _budget(cfg: dict) -> str:
+    if "budget" not in cfg:
+        return ""
+    return (f" (what is left of a budget of {cfg['budget']} agent steps once the drill, each of its steps "
+            f"counting {cfg['drill_cost']} of one, has run)")
+
+
 def write(out: Path) -> None:
     tr = _load(out / "training.json") or {}
     ev = _load(out / "evaluation.json")
@@ -123,11 +130,12 @@ the tokens the model generated. EOS is `<|im_end|>`.
 
 ## How it was trained
 
-`python -m models.demo.train --out models/demo/checkpoint --seed {tr.get('seed')}`. First a copy drill:
+`python -m models.demo.train --out models/demo/checkpoint --seed {tr.get('seed')}`. The initial weights
+carry a planted copy circuit (`train.plant_induction_circuit`: a previous-token head in layer 0, an
+induction head in layer 1), because a model this small otherwise learns to copy unseen text only in a
+sudden change after a thousand or more dense copy steps. First a copy drill:
 {tr.get('drill_steps_run')} steps of {cfg.get('drill_rows')} repeat-after-me turns of made-up words and
-numbers, until its loss fell under {cfg.get('drill_loss')} (a model this small learns to copy unseen text
-in a sudden change after several hundred dense copy steps; without the drill it never did within the
-budget). Then {_agent_steps(tr)} steps of {cfg.get('rows')} of
+numbers, until its loss fell under {cfg.get('drill_loss')}. Then {_agent_steps(tr)} steps{_budget(cfg)} of {cfg.get('rows')} of
 {tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; most name made-up
 cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}. Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,

@@ -40,10 +40,12 @@ from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCa
 from models.demo import banded_attention, corpus, dataset, model_card, render, tokenizer_build, tools, units
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
-# loss is under drill_loss; steps: then the agent corpus.
+# loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
+# what is left of `budget` (agent_steps() says how).
 DEFAULTS = dict(layers=4, hidden=128, heads=4, kv_heads=2, head_dim=32, intermediate=384, window=64,
-                drill_steps=1800, drill_rows=16, drill_loss=0.3, steps=1550, rows=8, lr=3e-3, warmup=30, weight_decay=0.01,
-                drill_every=8, ema=0.99, ema_from=0.6, vocab=2048, tokenizer_corpus=4000, threads=2)
+                drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=2150, drill_cost=0.5, conversations=12656,
+                rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
+                tokenizer_corpus=4000, threads=2)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -63,13 +65,28 @@ def _drill_lr(step: int, cfg: dict) -> float:
     return cfg["lr"] * min(1.0, (step + 1) / cfg["warmup"])
 
 
-def _agent_lr(step: int, cfg: dict) -> float:
-    """Cosine from the drill's rate to a tenth of it over the agent corpus."""
-    progress = step / max(1, cfg["steps"])
+def agent_steps(cfg: dict, drill_run: int) -> int:
+    """Agent steps after a copy drill of `drill_run` steps: what is left of `budget`, counted in agent
+    steps, when a drill step costs `drill_cost` of one (measured: 0.23 s for 16 drill rows, 0.44 s for
+    8 agent rows).
+
+    Why: where the drill ends is not known in advance (from random weights it was chaotic, 975 to
+    past 1,800 steps for small changes of corpus or initial weights; with the planted circuit,
+    plant_induction_circuit, about 140-160). With a fixed count of agent steps a late end pushed the
+    run past the 20-minute guard, which then cut off the low-rate end of the schedule and the weight
+    average -- the part that makes the model. Spending a fixed budget keeps the run's length, and
+    the whole schedule, whatever the drill did; a late end costs agent steps, deterministically.
+    """
+    return max(1, round(cfg["budget"] - cfg["drill_cost"] * drill_run))
+
+
+def _agent_lr(step: int, steps: int, cfg: dict) -> float:
+    """Cosine from the drill's rate to a tenth of it over the `steps` agent steps."""
+    progress = step / max(1, steps)
     return cfg["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def _agent_plan(cfg: dict, drill_from: int) -> list[tuple[str, int]]:
+def _agent_plan(cfg: dict, drill_from: int, steps: int) -> list[tuple[str, int]]:
     """The agent steps, with one more copy-drill step after every `drill_every` of them.
 
     Why: copying is what every call needs and what this model learns last; the agent corpus alone
@@ -77,11 +94,119 @@ def _agent_plan(cfg: dict, drill_from: int) -> list[tuple[str, int]]:
     ("redrill", n) step trains drill batch `drill_from + n` at the agent schedule's rate.
     """
     plan: list[tuple[str, int]] = []
-    for i in range(cfg["steps"]):
+    for i in range(steps):
         plan.append(("agent", i))
-        if cfg["drill_every"] and (i + 1) % cfg["drill_every"] == 0 and i + 1 < cfg["steps"]:
+        if cfg["drill_every"] and (i + 1) % cfg["drill_every"] == 0 and i + 1 < steps:
             plan.append(("redrill", drill_from + i // cfg["drill_every"]))
     return plan
+
+
+def initialise(model: Qwen3ForCausalLM, seed: int, plant: bool = True) -> None:
+    """Draw the layers' weights from a generator of their own, the embedding's from another.
+
+    Why: transformers draws every weight from one stream, embedding first, so any change of the
+    vocabulary's size (a tokenizer change) also redraws every layer -- and, from random weights, when
+    the copy drill clicked depended chaotically on those draws (anywhere from 975 steps to past the
+    1,800 cap). Drawn apart, a tokenizer change leaves the layers as they were. `plant` then builds
+    the copy circuit in (plant_induction_circuit). Same distributions as transformers' own
+    initialisation: normal(0, initializer_range) for matrices, norms at one, the pad row zero.
+    """
+    std = model.config.initializer_range
+    layers = torch.Generator().manual_seed(seed)
+    embedding = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.model.layers.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=layers)
+        table = model.model.embed_tokens
+        table.weight.normal_(0.0, std, generator=embedding)
+        if table.padding_idx is not None:
+            table.weight[table.padding_idx].zero_()
+    if plant:
+        plant_induction_circuit(model, seed)
+
+
+def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int = 5, gain: float = 2.5,
+                            level: float = 0.06, code: float = 0.1, match_gain: float = 2.0, out_gain: float = 16.0
+                            ) -> None:
+    """Start the model with a working copy circuit: layer 0's first head moves each token to the next
+    position, and layer 1's first head finds the current token among those and predicts what followed it.
+
+    Why: copying unseen text is what every tool call needs, and a model this small learns it only
+    through that two-head circuit (an induction head), which forms suddenly and late from random
+    weights: the copy drill's click, anywhere from ~1,000 steps to past its 1,800-step cap, which
+    decides how many agent steps the run has left. Built in from the start, the drill only has to
+    tune it.
+
+    How, within Qwen3's own weights (everything else starts as transformers draws it):
+    - Residual layout: dims [0, head_dim) carry the token's code (its embedding there), dims
+      [head_dim, 2 * head_dim) the previous token's code, the last dim a constant (`level` for every
+      token). At the start nothing else writes into those dims, and only the planted heads read the
+      constant.
+    - Layer 0, head 0 (key/value head 0): its query and key read only the constant, so they are the
+      same vector at every position (Qwen3 normalises q and k per head), and RoPE makes the score a
+      function of distance alone: the key is the query turned by one position's angle in the `pairs`
+      fastest rotary planes, so the score peaks at distance 1 (several planes, so no farther distance
+      lines up as well); `gain` on those planes' q/k norm weights sharpens it (about 0.98 of the
+      head's attention on the previous token). Its value is the token code, written into the
+      previous-token dims. Head 1 shares this key/value head; its output is silenced.
+    - Layer 1, head 0: its query is a projection of the token code, its key the same projection of
+      the previous-token code, in the rotary planes that turn least (within the 64-token window they
+      hardly turn), so a key matches where the previous token equals the current one. Its value is
+      that position's own token code, written back into the token dims `out_gain` strong: the tied
+      output head then favours the token that followed the last occurrence of the current one.
+    """
+    cfg = model.config
+    d, half, hidden = cfg.head_dim, cfg.head_dim // 2, cfg.hidden_size
+    tok, prev, channel = slice(0, d), slice(d, 2 * d), hidden - 1
+    inv_freq = model.model.rotary_emb.inv_freq  # [head_dim / 2]: radians per position of each plane
+    g = torch.Generator().manual_seed(seed + 2)  # initialise() draws layers from seed, the embedding from seed + 1
+    # The slow rotary planes, and the projection layer 1's induction head matches in: drawn before the
+    # token codes, so a tokenizer change (the codes' count) leaves the layers' draws as they were.
+    slow = [i for i in range(half // 2, half)] + [i + half for i in range(half // 2, half)]
+    project = torch.randn(len(slow), d, generator=g) / math.sqrt(d)
+    with torch.no_grad():
+        table = model.model.embed_tokens
+        table.weight[:, tok] = torch.randn(table.weight.shape[0], d, generator=g) * code
+        table.weight[:, prev] = 0.0
+        table.weight[:, channel] = level
+        if table.padding_idx is not None:  # the pad row stays zero (and untrained), as transformers leaves it
+            table.weight[table.padding_idx].zero_()
+        for layer in model.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            for reader in (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
+                reader.weight[:, channel] = 0.0
+            for writer in (attn.o_proj, mlp.down_proj):
+                writer.weight[channel, :] = 0.0
+                writer.weight[: 2 * d, :] = 0.0  # the code dims carry only what the planted heads write
+        eye = torch.eye(d)
+        # Layer 0: the previous-token head. [out, in] weights; a head's rows are head_dim long.
+        attn = model.model.layers[0].self_attn
+        attn.q_proj.weight[:d] = 0.0
+        attn.k_proj.weight[:d] = 0.0
+        for i in range(pairs):
+            angle = float(inv_freq[i])
+            # Plane i is (dim i, dim i + half) (rotate_half's pairing). q = (1, 0); k = q turned by +angle,
+            # so q_m . k_n = cos((n - m + 1) * angle): largest where n = m - 1.
+            attn.q_proj.weight[i, channel] = 1.0
+            attn.k_proj.weight[i, channel] = math.cos(angle)
+            attn.k_proj.weight[i + half, channel] = math.sin(angle)
+            for norm in (attn.q_norm, attn.k_norm):
+                norm.weight[i] = gain
+                norm.weight[i + half] = gain
+        attn.v_proj.weight[:d] = 0.0
+        attn.v_proj.weight[:d, tok] = eye
+        attn.o_proj.weight[prev, :d] = eye  # head 0's output -> the previous-token dims (head 1's stays 0)
+        # Layer 1: the induction head, matching in the slow rotary planes.
+        attn = model.model.layers[1].self_attn
+        for w in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight):
+            w[:d] = 0.0
+        attn.q_proj.weight[slow, tok] = project
+        attn.k_proj.weight[slow, prev] = project
+        for norm in (attn.q_norm, attn.k_norm):
+            norm.weight[slow] = match_gain
+        attn.v_proj.weight[:d, tok] = eye
+        attn.o_proj.weight[tok, :d] = eye * out_gain
 
 
 def _hidden(model: Qwen3ForCausalLM, batch: dataset.Batch) -> torch.Tensor:
@@ -132,7 +257,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     torch.manual_seed(seed)
     random.seed(seed)
 
-    convs = corpus.training_conversations(seed, cfg["steps"] * cfg["rows"] + 256)
+    convs = corpus.training_conversations(seed, cfg["conversations"])
     rendered = dataset.rendered_all(convs, cfg["threads"])
     names = [row["city"] for row in tools.city_table().values()] + [w for u in units.UNITS for w in u.aliases]
     tokenizer = tokenizer_build.build_tokenizer(
@@ -150,6 +275,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     call_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")]
     config = model_config(len(tokenizer), eos_ids, tokenizer.pad_token_id, cfg)
     model = Qwen3ForCausalLM(config)
+    initialise(model, seed)
     banded_attention.use_banded_attention(model)
     params = sum(p.numel() for p in model.parameters())
     prepared = time.time()
@@ -167,10 +293,11 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     # model's held-out behaviour swings widely from step to step late in training, and the average
     # smooths that out (measured: every held-out metric equal or better than the last step's weights).
     averaged: list[torch.Tensor] | None = None
-    # The drill runs until copying has clicked (its loss falls from ~2 to near 0 within a couple of
-    # hundred steps; measured here between steps ~1,000 and ~1,800) or until drill_steps; the rule is
-    # deterministic like the rest.
-    plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, drill_from=cfg["drill_steps"])
+    # The drill runs until its loss is under drill_loss (with the planted circuit after ~140-160 steps;
+    # from random weights it took ~1,000 to past 1,800) or until drill_steps; the rule is deterministic
+    # like the rest.
+    steps = agent_steps(cfg, cfg["drill_steps"])  # if the drill runs to its cap; reset where it ends
+    plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, cfg["drill_steps"], steps)
     step, agent_step = 0, 0
     live = [p.detach() for p in model.parameters()]  # views: they follow the optimiser's updates
     while step < len(plan):
@@ -182,11 +309,12 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
         if phase == "drill" and i >= 100 and sum(losses[-20:]) / 20 < cfg["drill_loss"]:
             print(f"step {step:5d}  the copy drill is learnt (loss {sum(losses[-20:]) / 20:.3f}); agent corpus next",
                   flush=True)
-            plan = plan[:step] + _agent_plan(cfg, drill_from=i)
+            steps = agent_steps(cfg, i)
+            plan = plan[:step] + _agent_plan(cfg, i, steps)
             continue
         if phase == "agent":
             agent_step = i
-        lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(agent_step, cfg)
+        lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(agent_step, steps, cfg)
         for group in optim.param_groups:
             group["lr"] = lr
         loss = _loss(model, batches[i % len(batches)] if phase == "agent" else drill_batches[i % len(drill_batches)])
@@ -195,7 +323,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
         optim.step()
         optim.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        if phase == "agent" and i >= cfg["ema_from"] * cfg["steps"]:
+        if phase == "agent" and i >= cfg["ema_from"] * steps:
             if averaged is None:
                 averaged = [p.clone() for p in live]
             else:
@@ -256,9 +384,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("models/demo/checkpoint"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, default=20.0, help="wall-clock guard; stops early if exceeded")
-    parser.add_argument("--steps", type=int, default=DEFAULTS["steps"])
+    parser.add_argument("--budget", type=int, default=DEFAULTS["budget"],
+                        help="drill and agent steps together, counted in agent steps (agent_steps() says how)")
     args = parser.parse_args()
-    facts = train(args.out, seed=args.seed, minutes=args.minutes, steps=args.steps)
+    facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget)
     print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
 
 
