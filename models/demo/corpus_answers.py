@@ -84,50 +84,44 @@ def between_steps(rng, kind, slots, results, calls: list[tuple[str, dict]], step
     its last sentence spells out. A `stepwise` plan (the user asked for step-by-step reasoning) goes
     on thinking in numbered steps here too, some seventy tokens: a second turn that thinks past the
     64-token window is what the agent loop needs to show its tool-call anchor at work."""
-    if stepwise:
-        return _numbered_between_steps(kind, slots, results, calls)
-    then = f" Calling {spelled(calls)}."
+    s = _first_results(kind, slots, results)
+    if not stepwise:
+        return _pick(rng, _BETWEEN[kind], **s) + f" Calling {spelled(calls)}."
+    lines, second = _NUMBERED_BETWEEN[kind]
+    steps = [line.format(**s) for line in lines] + ["I shouldn't guess the value; the tool gives the exact result."]
+    body = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
+    return (f"Let me go on step by step.\n{body}\nTo confirm: {second.format(**s)} is the second step.\n"
+            f"Calling {spelled(calls)}.")
+
+
+def _first_results(kind, slots, results) -> dict:
+    """The plan's slots plus what its first step returned: t1, t2 (wdiff), t (wconv) or r1 (chain)."""
     if kind == "wdiff":
-        t1, t2 = results[0]["temperature_c"], results[1]["temperature_c"]
-        return _pick(rng, ["{c1} is {t1}°C and {c2} is {t2}°C. Now I'll compute {t1} - {t2} with calculate.",
-                           "Temperatures: {c1} {t1}°C, {c2} {t2}°C. The difference is {t1} - {t2}."],
-                     t1=t1, t2=t2, **slots) + then
+        return dict(slots, t1=results[0]["temperature_c"], t2=results[1]["temperature_c"])
     if kind == "wconv":
-        t = results[0]["temperature_c"]
-        return _pick(rng, ["{city} is at {t} celsius. Now convert {t} celsius to {to}.",
-                           "get_weather gives {t}°C for {city}. Next: convert_units from celsius to {to}."],
-                     t=t, **slots) + then
+        return dict(slots, t=results[0]["temperature_c"])
     if kind == "chain":
-        r1 = results[0]["result"]
-        return _pick(rng, ["{a} {op1} {b} = {r1}. Now {r1} {op2} {c}.",
-                           "The first result is {r1}. Second step: {r1} {op2} {c}."], r1=r1, **slots) + then
+        return dict(slots, r1=results[0]["result"])
     raise ValueError(kind)
 
 
-def _numbered_between_steps(kind, slots, results, calls: list[tuple[str, dict]]) -> str:
-    s = slots
-    if kind == "wdiff":
-        t1, t2 = results[0]["temperature_c"], results[1]["temperature_c"]
-        steps = [f"{s['c1']} is {t1}°C.", f"{s['c2']} is {t2}°C.",
-                 f"The difference is {t1} - {t2}, and calculate gives it exactly."]
-        second = f"{t1} - {t2}"
-    elif kind == "wconv":
-        t = results[0]["temperature_c"]
-        steps = [f"get_weather says {s['city']} is at {t}°C.",
-                 f"The user wants it in {s['to']}, so the next step converts {t} celsius to {s['to']}.",
-                 "convert_units does that conversion exactly."]
-        second = f"{t} celsius to {s['to']}"
-    elif kind == "chain":
-        r1 = results[0]["result"]
-        steps = [f"The first result is {r1}: {s['a']} {s['op1']} {s['b']} = {r1}.",
-                 f"What is left is {r1} {s['op2']} {s['c']}.",
-                 "calculate does one operation at a time, so this needs one more call."]
-        second = f"{r1} {s['op2']} {s['c']}"
-    else:
-        raise ValueError(kind)
-    steps.append("I shouldn't guess the value; the tool gives the exact result.")
-    body = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
-    return f"Let me go on step by step.\n{body}\nTo confirm: {second} is the second step.\nCalling {spelled(calls)}."
+_BETWEEN = {
+    "wdiff": ["{c1} is {t1}°C and {c2} is {t2}°C. Now I'll compute {t1} - {t2} with calculate.",
+              "Temperatures: {c1} {t1}°C, {c2} {t2}°C. The difference is {t1} - {t2}."],
+    "wconv": ["{city} is at {t} celsius. Now convert {t} celsius to {to}.",
+              "get_weather gives {t}°C for {city}. Next: convert_units from celsius to {to}."],
+    "chain": ["{a} {op1} {b} = {r1}. Now {r1} {op2} {c}.", "The first result is {r1}. Second step: {r1} {op2} {c}."],
+}
+# Numbered steps of a step-by-step plan between its steps, and how its "To confirm" line names the second step.
+_NUMBERED_BETWEEN = {
+    "wdiff": (["{c1} is {t1}°C.", "{c2} is {t2}°C.",
+               "The difference is {t1} - {t2}, and calculate gives it exactly."], "{t1} - {t2}"),
+    "wconv": (["get_weather says {city} is at {t}°C.",
+               "The user wants it in {to}, so the next step converts {t} celsius to {to}.",
+               "convert_units does that conversion exactly."], "{t} celsius to {to}"),
+    "chain": (["The first result is {r1}: {a} {op1} {b} = {r1}.", "What is left is {r1} {op2} {c}.",
+               "calculate does one operation at a time, so this needs one more call."], "{r1} {op2} {c}"),
+}
 
 
 def after_plan(rng, kind, slots, results) -> tuple[str, str]:
