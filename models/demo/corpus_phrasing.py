@@ -181,6 +181,32 @@ SUFFIXES = {TRAIN: ["", "", "", "", "", " Thanks!", " Thank you.", " Thanks in a
 
 P_COMPOSED_FRAME = 0.3  # training requests framed by two prefixes and two suffixes (frame() says why)
 P_BARE = 0.25  # training requests with no greeting and no sign-off at all (frame() says why)
+P_NOISE_FRAME = 0.25  # framed training requests whose greeting or sign-off is random words (noise_frame())
+
+# Everyday words for random greetings and sign-offs: none is a word of a held-out frame (a test checks),
+# and none names a tool, an operation or a unit.
+NOISE_WORDS = ("so", "well", "right", "listen", "quick", "question", "please", "friend", "buddy", "again", "just",
+               "wondering", "curious", "hello", "hi", "hey", "good", "great", "morning", "evening", "cheers",
+               "need", "want", "know", "another", "last", "first", "really", "very", "nice", "cool", "awesome",
+               "lovely", "dear", "team", "assistant", "honestly", "basically", "actually", "anyway", "also",
+               "then", "and", "the", "for", "this", "it", "is", "all", "oh", "um", "hmm", "yes", "sure", "fine",
+               "alright", "ta", "kind", "regards", "best", "wishes", "ah", "yeah", "brilliant", "super",
+               "grateful", "appreciate", "ask", "mind", "if", "can", "could", "I", "have", "got", "bit", "here",
+               "there", "mate", "pal", "folks", "gentle", "reminder", "urgent", "asap", "ps", "btw", "fyi", "thx")
+
+
+def noise_frame(rng: random.Random) -> tuple[str, str]:
+    """A greeting and a sign-off of one to four random NOISE_WORDS each, one of them possibly empty.
+
+    Why: measured, the checkpoint copied held-out frame words as the city ("me", "excuse", "Many").
+    Training frames are a list the model can learn by heart; frames it cannot have seen teach it
+    that whatever surrounds the request is not what the call copies.
+    """
+    def words() -> str:
+        return " ".join(rng.choice(NOISE_WORDS) for _ in range(rng.randint(1, 4)))
+    prefix = words().capitalize() + rng.choice((", ", ". ", "! ", ": ", " - ")) if rng.random() < 0.7 else ""
+    suffix = " " + words().capitalize() + rng.choice((".", "!", "", "?")) if not prefix or rng.random() < 0.6 else ""
+    return prefix, suffix
 
 
 @dataclass(frozen=True)
@@ -214,7 +240,10 @@ def frame(rng: random.Random, core: Core, slots: dict[str, str]) -> Request:
     style = "lower" if rng.random() < 0.15 else "plain"
     body = core.text.format(**slots)
     prefix, suffix = PREFIXES[split][p], SUFFIXES[split][s]
-    if split == TRAIN and not bare and rng.random() < P_COMPOSED_FRAME:
+    if split == TRAIN and not bare and rng.random() < P_NOISE_FRAME:
+        prefix, suffix = noise_frame(rng)
+        p, s = "n" if prefix else 0, "n" if suffix else 0
+    elif split == TRAIN and not bare and rng.random() < P_COMPOSED_FRAME:
         # Two greetings or two sign-offs in a row: many more frames from the same words, so the model
         # learns that whatever surrounds the request does not change the call. (Held-out requests draw
         # nothing here, so they do not change.)

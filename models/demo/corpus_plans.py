@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from models.demo import corpus_phrasing as ph
+from models.demo.corpus_composed import composed_core
 from models.demo import corpus_values as cv
 from models.demo import tools
 from models.demo.units import lookup
@@ -28,6 +29,8 @@ from models.demo.units import lookup
 # Training requests about a city name a made-up one this often, and a conversion names a made-up
 # unit this often (corpus_values explains why).
 P_MADE_UP_CITY, P_MADE_UP_UNIT = 0.7, 0.15
+# Training single-call requests take a composed core (corpus_composed says why) this often.
+P_COMPOSED_CORE = 0.5
 
 
 @dataclass
@@ -49,7 +52,12 @@ class Plan:
         return [json.loads(r) for r in out]
 
 
-def _core(rng: random.Random, cores: list[ph.Core], split: str, op: str | None = None) -> ph.Core:
+def _core(rng: random.Random, cores: list[ph.Core], split: str, op: str | None = None,
+          composed: str | None = None) -> ph.Core:
+    """A core of `split`; for training, a `composed` kind's core is composed P_COMPOSED_CORE of the time.
+    (Held-out draws take nothing extra from `rng`, so the evaluation cases stay as they were.)"""
+    if composed and split == cv.TRAIN and rng.random() < P_COMPOSED_CORE:
+        return composed_core(rng, composed, op)
     return rng.choice([c for c in cores if c.split == split and (op is None or c.op == op)])
 
 
@@ -92,14 +100,14 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         base = kind.split("_")[0]
         # An unknown city is made up and not added to `towns`: the tool answers with an error.
         city = cv.made_up_city(rng) if kind.endswith("unknown") else _city(rng, split, towns)
-        request, s = _frame(rng, _core(rng, ph.WEATHER if base == "weather" else ph.TIME, split), {"city": city})
+        request, s = _frame(rng, _core(rng, ph.WEATHER if base == "weather" else ph.TIME, split, composed=base), {"city": city})
         plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_weather" if base == "weather" else "get_time", {"city": s["city"]})], now)
         return plan
     if kind == "calculate":
         op = rng.choice(tools.OPERATORS)
         a, b = cv.draw_number(rng, split), cv.draw_number(rng, split)
-        request, s = _frame(rng, _core(rng, ph.CALC, split, op), {"a": a, "b": b})
+        request, s = _frame(rng, _core(rng, ph.CALC, split, op, composed="calculate"), {"a": a, "b": b})
         plan = Plan(kind, request.text, request.template_id, [f"num:{a}", f"num:{b}"], {**s, "op": op})
         plan.run([("calculate", {"a": cv.as_json_number(a), "op": op, "b": cv.as_json_number(b)})], now)
         return plan
@@ -114,7 +122,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
             words[k] = cv.made_up_unit(rng)
             values[k] = f"madeup:{words[k]}"
         v = cv.draw_number(rng, split, positive=units[0].dimension != "temperature")
-        request, s = _frame(rng, _core(rng, ph.CONVERT, split), {"v": v, "from": words[0], "to": words[1]})
+        request, s = _frame(rng, _core(rng, ph.CONVERT, split, composed="convert"), {"v": v, "from": words[0], "to": words[1]})
         plan = Plan(kind, request.text, request.template_id, [f"num:{v}"] + values, s)
         plan.run([("convert_units", {"value": cv.as_json_number(v), "from_unit": s["from"], "to_unit": s["to"]})],
                  now)

@@ -154,7 +154,7 @@ def made_up_city(rng: random.Random) -> str:
             name = rng.choice(_PREFIXES) + name.title()
         elif shape < 0.3:
             name = (name + rng.choice(_NAME_SUFFIXES)).title()
-        elif shape < 0.4:  # two made-up words, as "Addis Ababa" or "Cape Town" come to the model
+        elif shape < 0.5:  # two made-up words, as "Addis Ababa" or "Cape Town" come to the model
             name = f"{name.title()} {_made_up_word(rng).title()}"
         else:
             name = name.title()
