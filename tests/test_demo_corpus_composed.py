@@ -1,0 +1,58 @@
+"""Composed request cores and random frames: many phrasings, none of them a held-out one."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from models.demo import corpus_composed, corpus_phrasing
+from models.demo.corpus_composed import composed_core
+
+SLOTS = {"weather": {"city"}, "time": {"city"}, "calculate": {"a", "b"}, "convert": {"v", "from", "to"}}
+KINDS = [("weather", None), ("time", None), ("calculate", "+"), ("calculate", "-"), ("calculate", "*"),
+         ("calculate", "/"), ("convert", None)]
+
+
+def _slots(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+@pytest.mark.parametrize("kind,op", KINDS)
+def test_a_composed_core_carries_exactly_its_kinds_slots_and_is_a_training_core(kind, op):
+    rng = random.Random(5)
+    for _ in range(500):
+        core = composed_core(rng, kind, op)
+        assert _slots(core.text) == SLOTS[kind], core.text
+        assert core.split == corpus_phrasing.TRAIN and core.op == op
+        assert core.text.format(city="Oslo", a="1", b="2", v="3", **{"from": "km", "to": "mi"})
+
+
+def test_composed_cores_are_many_and_never_the_text_of_a_hand_written_core():
+    rng = random.Random(6)
+    held_out = {corpus_composed._normal(c.text) for c in (*corpus_phrasing.WEATHER, *corpus_phrasing.TIME,
+                                                          *corpus_phrasing.CALC, *corpus_phrasing.CONVERT)
+                if c.split == corpus_phrasing.HELD_OUT}
+    for kind, op in KINDS:
+        texts = [composed_core(rng, kind, op).text for _ in range(2000)]
+        assert not {corpus_composed._normal(t) for t in texts} & held_out
+        # Far more phrasings than a list the model could learn by heart (hand-written: 14-40 per kind/operator).
+        assert len(set(texts)) > 150, (kind, op)
+
+
+def test_the_same_seed_composes_the_same_cores():
+    def draw(seed):
+        rng = random.Random(seed)
+        return [composed_core(rng, kind, op).id for kind, op in KINDS * 20]
+    assert draw(1) == draw(1) != draw(2)
+
+
+def test_random_frames_use_no_word_of_a_held_out_frame():
+    held_out_frames = corpus_phrasing.PREFIXES[corpus_phrasing.HELD_OUT] + corpus_phrasing.SUFFIXES[corpus_phrasing.HELD_OUT]
+    held_out_words = {w.strip(".,!:?").lower() for frame in held_out_frames for w in frame.split()}
+    assert not {w.lower() for w in corpus_phrasing.NOISE_WORDS} & held_out_words
+    rng = random.Random(7)
+    frames = [corpus_phrasing.noise_frame(rng) for _ in range(300)]
+    assert all(prefix or suffix for prefix, suffix in frames)
+    assert len(set(frames)) > 250
