@@ -1,11 +1,12 @@
 """Training request cores composed from parts, for many more phrasings than a hand-written list.
 
-What it is for: `composed_core(rng, kind, op)` -- a training core for one of the four single-call
-kinds, assembled from a form (where the slots sit) and one choice per part (an opening, a topic
-phrase, a link word before the slot, a time word after it). About a hundred thousand distinct
-cores, against some fifteen to forty hand-written ones per kind in corpus_phrasing.
+What it is for: `composed_core(rng, kind, op)` -- a training core for a kind of request (the four
+single calls, and the two-call plans but wconv), assembled from a form (where the slots sit) and
+one choice per part (an opening, a topic phrase, a link word before the slot, a time word after
+it). Tens of thousands of distinct cores, against two to forty hand-written ones per kind in
+corpus_phrasing.
 
-What it is not for: held-out requests (always hand-written, corpus_phrasing) or two-call plans.
+What it is not for: held-out requests (always hand-written, corpus_phrasing).
 
 Why it is shaped so: the checkpoint's held-out misses were phrasing misses -- a frame word or the
 word after a city copied as the city ("me", "Caracas at"), a multiplication read as a division, a
@@ -130,6 +131,54 @@ _CONVERT_FORMS = (
 )
 
 
+# Two-call requests (corpus_plans: wdiff computes c1 minus c2, tw calls get_time then get_weather).
+_TWO_PARTS = {
+    "ask": _WEATHER_PARTS["ask"],
+    "warmer": ("warmer", "hotter"),
+}
+_TWO_FORMS = {
+    "wdiff": (
+        "{ask} the temperature difference between {{c1}} and {{c2}}{when}{end}",
+        "{ask} how much {warmer} {{c1}} is than {{c2}}{when}{end}",
+        "how many degrees {warmer} is {{c1}} than {{c2}}{when}?",
+        "{{c1}} vs {{c2}}: temperature difference{when}?",
+        "what's the difference in temperature between {{c1}} and {{c2}}{when}?",
+        "by how much does {{c1}}'s temperature differ from {{c2}}'s{when}?",
+        "{ask} the difference between the temperatures of {{c1}} and {{c2}}{end}",
+        "{{c1}} minus {{c2}}, in degrees{when}?",
+    ),
+    "wtwo": (
+        "{ask} the weather in {{c1}} and {{c2}}{when}{end}",
+        "{ask} the weather for {{c1}} and for {{c2}}{end}",
+        "weather: {{c1}} and {{c2}}{when}{end}",
+        "{{c1}} and {{c2}} weather{when}{end}",
+        "how's the weather in {{c1}} and {{c2}}{when}?",
+        "what's it like in {{c1}} and in {{c2}}{when}?",
+        "{ask} the temperatures in {{c1}} and {{c2}}{end}",
+        "{{c1}} weather and {{c2}} weather{when}{end}",
+        "compare the weather in {{c1}} and {{c2}}{when}{end}",
+    ),
+    "tw": (
+        "{ask} the time and the weather in {{city}}{when}{end}",
+        "{ask} the weather and the local time in {{city}}{end}",
+        "time and temperature for {{city}}{when}{end}",
+        "{{city}}: time and weather{when}?",
+        "{{city}}'s local time and weather{end}",
+        "what time is it in {{city}}, and how warm is it{when}?",
+        "local time plus weather for {{city}}{end}",
+        "clock and forecast for {{city}}{when}{end}",
+    ),
+}
+# Chains: a first instruction on {a} and {b}, then a second on the result with {c}; ops as CALC_CHAIN's.
+_THEN = {
+    "*": ("multiply the result by {c}", "times that by {c}", "multiply it by {c}", "multiply that by {c}"),
+    "-": ("subtract {c}", "take {c} off the result", "subtract {c} from that", "deduct {c} from it"),
+    "/": ("divide the result by {c}", "divide that by {c}", "divide it by {c}", "split the result into {c} parts"),
+}
+_CHAIN_WRAPS = ("{i1}, then {i2}.", "first {i1}, then {i2}.", "{i1}; after that {i2}.", "{i1}. Next, {i2}.",
+                "please {i1}, then {i2}.", "can you {i1} and {i2}?", "{i1}, and {i2}.")
+
+
 def _normal(text: str) -> str:
     """Core text with case, punctuation and spacing ignored: what "the same template" means here."""
     return " ".join(re.sub(r"[^\w{}']+", " ", text.lower()).split())
@@ -169,6 +218,15 @@ def _draw(rng: random.Random, kind: str, op: str | None) -> tuple[str, str]:
             text = _INSTRUCTION_WRAPS[w].replace("{i}", _INSTRUCTIONS[op][i])
             ids = f"i{i}.w{w}"
         return text[0].upper() + text[1:] if not text.startswith("{") else text, ids
+    if kind in _TWO_FORMS:
+        f = rng.randrange(len(_TWO_FORMS[kind]))
+        text, ids = _fill(rng, _TWO_FORMS[kind][f], _TWO_PARTS)
+        return text, f"f{f}.{ids}"
+    if kind == "chain":
+        i, t, w = (rng.randrange(len(_INSTRUCTIONS[op[0]])), rng.randrange(len(_THEN[op[1]])),
+                   rng.randrange(len(_CHAIN_WRAPS)))
+        text = _CHAIN_WRAPS[w].replace("{i1}", _INSTRUCTIONS[op[0]][i]).replace("{i2}", _THEN[op[1]][t])
+        return text[0].upper() + text[1:], f"i{i}.t{t}.w{w}"
     if kind == "convert":
         f = rng.randrange(len(_CONVERT_FORMS))
         text, ids = _fill(rng, _CONVERT_FORMS[f], _CONVERT_PARTS)
@@ -177,10 +235,11 @@ def _draw(rng: random.Random, kind: str, op: str | None) -> tuple[str, str]:
 
 
 def composed_core(rng: random.Random, kind: str, op: str | None = None) -> ph.Core:
-    """A training core of `kind` ("weather", "time", "calculate" with its `op`, "convert"), never the
-    text of a hand-written core of either split."""
+    """A training core of `kind` ("weather", "time", "calculate" with its `op`, "convert", "wdiff",
+    "wtwo", "tw", "chain" with its pair of ops), never the text of a hand-written core of either split."""
     while True:
         text, ids = _draw(rng, kind, op)
         if _normal(text) not in _hand_written():
-            name = {"+": "add", "-": "sub", "*": "mul", "/": "div"}.get(op or "", kind)
+            name = f"chain{op}" if kind == "chain" else {"+": "add", "-": "sub", "*": "mul", "/": "div"}.get(
+                op or "", kind)
             return ph.Core(f"{name}.c.{ids}", text, ph.TRAIN, op)

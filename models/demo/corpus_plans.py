@@ -29,7 +29,7 @@ from models.demo.units import lookup
 # Training requests about a city name a made-up one this often, and a conversion names a made-up
 # unit this often (corpus_values explains why).
 P_MADE_UP_CITY, P_MADE_UP_UNIT = 0.7, 0.15
-# Training single-call requests take a composed core (corpus_composed says why) this often.
+# Training requests (but wconv's) take a composed core (corpus_composed says why) this often.
 P_COMPOSED_CORE = 0.5
 
 
@@ -57,6 +57,8 @@ def _core(rng: random.Random, cores: list[ph.Core], split: str, op: str | None =
     """A core of `split`; for training, a `composed` kind's core is composed P_COMPOSED_CORE of the time.
     (Held-out draws take nothing extra from `rng`, so the evaluation cases stay as they were.)"""
     if composed and split == cv.TRAIN and rng.random() < P_COMPOSED_CORE:
+        if op is None and cores[0].op:  # a chain: one of the hand-written chains' operator pairs
+            op = rng.choice(sorted({c.op for c in cores}))
         return composed_core(rng, composed, op)
     return rng.choice([c for c in cores if c.split == split and (op is None or c.op == op)])
 
@@ -129,7 +131,8 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         return plan
     if kind in ("wdiff", "wtwo"):
         c1, c2 = _two_cities(rng, split, towns)
-        request, s = _frame(rng, _core(rng, ph.WEATHER_DIFF if kind == "wdiff" else ph.WEATHER_TWO, split),
+        request, s = _frame(rng, _core(rng, ph.WEATHER_DIFF if kind == "wdiff" else ph.WEATHER_TWO, split,
+                                                  composed=kind),
                             {"c1": c1, "c2": c2})
         plan = Plan(kind, request.text, request.template_id, [f"city:{c1.lower()}", f"city:{c2.lower()}"], s,
                     towns=towns)
@@ -140,7 +143,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         return plan
     if kind == "tw":
         city = _city(rng, split, towns)
-        request, s = _frame(rng, _core(rng, ph.TIME_WEATHER, split), {"city": city})
+        request, s = _frame(rng, _core(rng, ph.TIME_WEATHER, split, composed="tw"), {"city": city})
         plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_time", {"city": s["city"]}), ("get_weather", {"city": s["city"]})], now)
         return plan
@@ -156,7 +159,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
                                      "to_unit": s["to"]})], now)
         return plan
     if kind == "chain":
-        core = _core(rng, ph.CALC_CHAIN, split)
+        core = _core(rng, ph.CALC_CHAIN, split, composed="chain")
         op1, op2 = core.op[0], core.op[1]
         while True:
             a, b, c = (cv.draw_number(rng, split, small=rng.random() < 0.5) for _ in range(3))
