@@ -28,7 +28,7 @@ from models.demo.units import lookup
 
 # Training requests about a city name a made-up one this often, and a conversion names a made-up
 # unit this often (corpus_values explains why).
-P_MADE_UP_CITY, P_MADE_UP_UNIT = 0.7, 0.15
+P_MADE_UP_CITY, P_MADE_UP_UNIT, P_BOTH_UNITS_MADE_UP = 0.7, 0.25, 0.4
 # Training requests (but wconv's) take a composed core (corpus_composed says why) this often.
 P_COMPOSED_CORE = 0.5
 
@@ -120,9 +120,14 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         values = [f"unit:{u.name}" for u in units]
         if split == cv.TRAIN and rng.random() < P_MADE_UP_UNIT:
             # A unit the converter rejects: the words of a call are copied from the request, never recalled.
-            k = rng.randrange(2)
-            words[k] = cv.made_up_unit(rng)
-            values[k] = f"madeup:{words[k]}"
+            # Held-out conversions name two units the model never saw, so sometimes both are made up.
+            both = rng.random() < P_BOTH_UNITS_MADE_UP
+            for k in ((0, 1) if both else (rng.randrange(2),)):
+                while True:
+                    words[k] = cv.made_up_unit(rng)
+                    if words[k] != words[1 - k]:
+                        break
+                values[k] = f"madeup:{words[k]}"
         v = cv.draw_number(rng, split, positive=units[0].dimension != "temperature")
         request, s = _frame(rng, _core(rng, ph.CONVERT, split, composed="convert"), {"v": v, "from": words[0], "to": words[1]})
         plan = Plan(kind, request.text, request.template_id, [f"num:{v}"] + values, s)
