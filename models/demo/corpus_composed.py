@@ -191,15 +191,20 @@ def _hand_written() -> frozenset[str]:
     return frozenset(_normal(c.text) for c in cores)
 
 
+def _capitalised(text: str) -> str:
+    """A sentence's first letter upper-cased (a slot at the start stays as the user typed it)."""
+    return text if text.startswith("{") else text[0].upper() + text[1:]
+
+
 def _fill(rng: random.Random, form: str, parts: dict[str, tuple[str, ...]]) -> tuple[str, str]:
     """The form with one choice per part; the id names the form's choices by index."""
     picks, ids = {}, []
-    for name in re.findall(r"(?<!{){(\w+)}(?!})", form):
+    for name in re.findall(r"(?<!{){(\w+)}(?!})", form):  # part names; "{{city}}" is a slot, not a part
         choices = parts.get(name) or {"when": _WHEN, "end": _END}[name]
         k = rng.randrange(len(choices))
-        picks[name], _ = choices[k], ids.append(f"{name[0]}{k}")
-    text = form.format(**picks)
-    return text[0].upper() + text[1:] if not text.startswith("{") else text, ".".join(ids)
+        picks[name] = choices[k]
+        ids.append(f"{name[0]}{k}")
+    return _capitalised(form.format(**picks)), ".".join(ids)
 
 
 def _draw(rng: random.Random, kind: str, op: str | None) -> tuple[str, str]:
@@ -217,7 +222,7 @@ def _draw(rng: random.Random, kind: str, op: str | None) -> tuple[str, str]:
             i, w = rng.randrange(len(_INSTRUCTIONS[op])), rng.randrange(len(_INSTRUCTION_WRAPS))
             text = _INSTRUCTION_WRAPS[w].replace("{i}", _INSTRUCTIONS[op][i])
             ids = f"i{i}.w{w}"
-        return text[0].upper() + text[1:] if not text.startswith("{") else text, ids
+        return _capitalised(text), ids
     if kind in _TWO_FORMS:
         f = rng.randrange(len(_TWO_FORMS[kind]))
         text, ids = _fill(rng, _TWO_FORMS[kind][f], _TWO_PARTS)
@@ -226,7 +231,7 @@ def _draw(rng: random.Random, kind: str, op: str | None) -> tuple[str, str]:
         i, t, w = (rng.randrange(len(_INSTRUCTIONS[op[0]])), rng.randrange(len(_THEN[op[1]])),
                    rng.randrange(len(_CHAIN_WRAPS)))
         text = _CHAIN_WRAPS[w].replace("{i1}", _INSTRUCTIONS[op[0]][i]).replace("{i2}", _THEN[op[1]][t])
-        return text[0].upper() + text[1:], f"i{i}.t{t}.w{w}"
+        return _capitalised(text), f"i{i}.t{t}.w{w}"
     if kind == "convert":
         f = rng.randrange(len(_CONVERT_FORMS))
         text, ids = _fill(rng, _CONVERT_FORMS[f], _CONVERT_PARTS)
