@@ -136,8 +136,9 @@ induction head in layer 1), because a model this small otherwise learns to copy 
 sudden change after a thousand or more dense copy steps. First a copy drill:
 {tr.get('drill_steps_run')} steps of {cfg.get('drill_rows')} repeat-after-me turns of made-up words and
 numbers, until its loss fell under {cfg.get('drill_loss')}. Then {_agent_steps(tr)} steps{_budget(cfg)} of {cfg.get('rows')} of
-{tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; most name made-up
-cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}. Loss on
+{tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; half of the requests
+composed from parts, `corpus_composed.py`, so that no list of phrasings can be learnt by heart; most name
+made-up cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}. Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
 then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms. The saved weights
 are an exponential average (decay {cfg.get('ema')}) over the agent steps after the first
