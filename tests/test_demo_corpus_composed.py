@@ -53,10 +53,11 @@ def test_the_same_seed_composes_the_same_cores():
 
 
 def test_random_frames_use_no_word_of_a_held_out_frame():
-    held_out_frames = corpus_phrasing.PREFIXES[corpus_phrasing.HELD_OUT] + corpus_phrasing.SUFFIXES[corpus_phrasing.HELD_OUT]
+    ph = corpus_phrasing
+    held_out_frames = ph.PREFIXES[ph.HELD_OUT] + ph.SUFFIXES[ph.HELD_OUT]
     held_out_words = {w.strip(".,!:?").lower() for frame in held_out_frames for w in frame.split()}
-    assert not {w.lower() for w in corpus_phrasing.NOISE_WORDS} & held_out_words
+    assert not {w.lower() for w in ph.NOISE_WORDS} & held_out_words
     rng = random.Random(7)
-    frames = [corpus_phrasing.noise_frame(rng) for _ in range(300)]
+    frames = [ph.noise_frame(rng) for _ in range(300)]
     assert all(prefix or suffix for prefix, suffix in frames)
     assert len(set(frames)) > 250

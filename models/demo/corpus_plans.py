@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from models.demo import corpus_phrasing as ph
-from models.demo.corpus_composed import composed_core
 from models.demo import corpus_values as cv
 from models.demo import tools
+from models.demo.corpus_composed import composed_core
 from models.demo.units import lookup
 
 # Training requests about a city name a made-up one this often, and a conversion names a made-up
@@ -102,7 +102,8 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         base = kind.split("_")[0]
         # An unknown city is made up and not added to `towns`: the tool answers with an error.
         city = cv.made_up_city(rng) if kind.endswith("unknown") else _city(rng, split, towns)
-        request, s = _frame(rng, _core(rng, ph.WEATHER if base == "weather" else ph.TIME, split, composed=base), {"city": city})
+        cores = ph.WEATHER if base == "weather" else ph.TIME
+        request, s = _frame(rng, _core(rng, cores, split, composed=base), {"city": city})
         plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_weather" if base == "weather" else "get_time", {"city": s["city"]})], now)
         return plan
@@ -129,16 +130,16 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
                         break
                 values[k] = f"madeup:{words[k]}"
         v = cv.draw_number(rng, split, positive=units[0].dimension != "temperature")
-        request, s = _frame(rng, _core(rng, ph.CONVERT, split, composed="convert"), {"v": v, "from": words[0], "to": words[1]})
+        request, s = _frame(rng, _core(rng, ph.CONVERT, split, composed="convert"),
+                            {"v": v, "from": words[0], "to": words[1]})
         plan = Plan(kind, request.text, request.template_id, [f"num:{v}"] + values, s)
         plan.run([("convert_units", {"value": cv.as_json_number(v), "from_unit": s["from"], "to_unit": s["to"]})],
                  now)
         return plan
     if kind in ("wdiff", "wtwo"):
         c1, c2 = _two_cities(rng, split, towns)
-        request, s = _frame(rng, _core(rng, ph.WEATHER_DIFF if kind == "wdiff" else ph.WEATHER_TWO, split,
-                                                  composed=kind),
-                            {"c1": c1, "c2": c2})
+        cores = ph.WEATHER_DIFF if kind == "wdiff" else ph.WEATHER_TWO
+        request, s = _frame(rng, _core(rng, cores, split, composed=kind), {"c1": c1, "c2": c2})
         plan = Plan(kind, request.text, request.template_id, [f"city:{c1.lower()}", f"city:{c2.lower()}"], s,
                     towns=towns)
         first = plan.run([("get_weather", {"city": s["c1"]}), ("get_weather", {"city": s["c2"]})], now)
