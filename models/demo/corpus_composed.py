@@ -61,7 +61,7 @@ _TIME_PARTS = {
     "topic": ("the time", "the local time", "the current time", "the time of day", "the exact time",
               "the current local time", "the hour", "the clock", "the time right now"),
     "noun": ("time", "local time", "current time", "clock", "time of day", "hour"),
-    "link": ("in", "in", "for", "at", "over in", "around"),
+    "link": _WEATHER_PARTS["link"],
     "adj": ("late", "early", "morning", "evening", "night", "midday", "afternoon", "past midnight", "lunchtime",
             "daytime"),
     "be": ("is it", "is it already", "is it still", "is it nearly"),
@@ -241,7 +241,10 @@ def _draw(rng: random.Random, kind: str, op: str | None) -> tuple[str, str]:
 
 def composed_core(rng: random.Random, kind: str, op: str | None = None) -> ph.Core:
     """A training core of `kind` ("weather", "time", "calculate" with its `op`, "convert", "wdiff",
-    "wtwo", "tw", "chain" with its pair of ops), never the text of a hand-written core of either split."""
+    "wtwo", "tw", "chain" with its pair of ops), never the text of a hand-written core of either split.
+    A chain without `op` draws its pair from the hand-written chains' pairs."""
+    if kind == "chain" and op is None:
+        op = rng.choice(sorted({c.op for c in ph.CALC_CHAIN}))
     while True:
         text, ids = _draw(rng, kind, op)
         if _normal(text) not in _hand_written():

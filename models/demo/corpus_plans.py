@@ -57,8 +57,6 @@ def _core(rng: random.Random, cores: list[ph.Core], split: str, op: str | None =
     """A core of `split`; for training, a `composed` kind's core is composed P_COMPOSED_CORE of the time.
     (Held-out draws take nothing extra from `rng`, so the evaluation cases stay as they were.)"""
     if composed and split == cv.TRAIN and rng.random() < P_COMPOSED_CORE:
-        if op is None and cores[0].op:  # a chain: one of the hand-written chains' operator pairs
-            op = rng.choice(sorted({c.op for c in cores}))
         return composed_core(rng, composed, op)
     return rng.choice([c for c in cores if c.split == split and (op is None or c.op == op)])
 

@@ -67,8 +67,8 @@ def _drill_lr(step: int, cfg: dict) -> float:
 
 def agent_steps(cfg: dict, drill_run: int) -> int:
     """Agent steps after a copy drill of `drill_run` steps: what is left of `budget`, counted in agent
-    steps, when a drill step costs `drill_cost` of one (measured: 0.23 s for 16 drill rows, 0.44 s for
-    8 agent rows).
+    steps, when a drill step costs `drill_cost` of one (measured at hidden 128: 0.23 s for 16 drill rows,
+    0.44 s for 8 agent rows; at hidden 192 on a faster machine, about 0.19 s and 0.36 s).
 
     Why: where the drill ends is not known in advance (from random weights it was chaotic, 975 to
     past 1,800 steps for small changes of corpus or initial weights; with the planted circuit,
