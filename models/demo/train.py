@@ -43,6 +43,7 @@ from models.demo import banded_attention, corpus, dataset, model_card, render, t
 # loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
 # what is left of `budget` (agent_steps() says how).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=64,
+                full_layers=(0,),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=2600, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
                 tokenizer_corpus=4000, threads=2)
@@ -53,9 +54,8 @@ def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) ->
         vocab_size=vocab_size, hidden_size=cfg["hidden"], intermediate_size=cfg["intermediate"],
         num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"], num_key_value_heads=cfg["kv_heads"],
         head_dim=cfg["head_dim"], max_position_embeddings=4096, tie_word_embeddings=True,
-        # Qwen2/3 windowing: layers at index >= max_window_layers use the window; transformers turns
-        # this into layer_types = [full, sliding, sliding, ...].
-        use_sliding_window=True, sliding_window=cfg["window"], max_window_layers=1,
+        use_sliding_window=True, sliding_window=cfg["window"],
+        layer_types=["full_attention" if i in cfg["full_layers"] else "sliding_attention" for i in range(cfg["layers"])],
         bos_token_id=None, eos_token_id=eos_ids[0], pad_token_id=pad_id,
     )
 
