@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from models.demo import corpus, corpus_values, tools
+from models.demo import corpus, corpus_chat, corpus_values, tools, units
 from models.demo.parse import parse_turn
 from models.demo.render import render, trained_spans
 
@@ -258,3 +258,25 @@ def test_a_quarter_of_training_tool_requests_come_bare_as_users_type_them(traini
     assert 0.2 < len(bare) / len(tool) < 0.35
     # Held-out frames stay what they were: never bare (a bare request would be a training frame).
     assert not any(".p0.s0." in case.template_id for case in held_out if case.steps)
+
+
+def test_some_training_chat_requests_carry_a_made_up_word_and_still_get_no_call(training):
+    phrasings = {p for intent in corpus_chat.INTENTS for p in intent.train}
+    chat = [conv for conv in training if conv.kind == "chat"]
+    requests = [[m for m in conv.messages if m["role"] == "user"][-1]["content"] for conv in chat]
+    altered = [r for r in requests if r not in phrasings and not any(c.isdigit() for c in r)
+               and not any(city in r.lower() for city in tools.city_table())]
+    assert len(chat) / 10 < len(altered) < len(chat) / 2
+    # The name goes in at a word boundary: taking its one or two words out gives a training phrasing back.
+    request = altered[0].split(" ")
+    assert any(" ".join(request[:i] + request[i + n:]) in phrasings for n in (1, 2) for i in range(len(request)))
+    assert all(not conv.messages[-1].get("tool_calls") and conv.messages[-2]["role"] == "user" for conv in chat)
+
+
+def test_made_up_units_are_never_real_units_and_some_are_glued_from_everyday_pieces_or_say_per():
+    rng = random.Random(2)
+    words = [corpus_values.made_up_unit(rng) for _ in range(2000)]
+    assert all(units.lookup(w) is None for w in words)
+    pieces = set(corpus_values._EVERYDAY_PIECES)
+    glued = [w for w in words if any(w.startswith(p) for p in pieces) and " " not in w]
+    assert len(glued) > 400 and sum(" per " in w for w in words) > 200

@@ -61,3 +61,7 @@ def test_random_frames_use_no_word_of_a_held_out_frame():
     frames = [ph.noise_frame(rng) for _ in range(300)]
     assert all(prefix or suffix for prefix, suffix in frames)
     assert len(set(frames)) > 250
+    framed = {w.strip(".,!:?-").lower() for prefix, suffix in frames for w in (prefix + suffix).split()}
+    assert not framed & held_out_words
+    # Some words are made up, as held-out frame words are to the model: neither a noise word nor empty.
+    assert len(framed - {w.lower() for w in ph.NOISE_WORDS} - {""}) > 50

@@ -9,7 +9,12 @@ requests get an honest refusal that lists what it can do.
 
 Why it is shaped so: a model trained only on tool calls calls a tool for
 everything. Chat turns -- some naming a city or a number without asking for
-weather or arithmetic -- teach it that a tool call is a decision.
+weather or arithmetic -- teach it that a tool call is a decision. A share of
+training chat turns also carry a made-up word ("Thanks a Vorlin!"): the
+checkpoint took the one word it did not know in a held-out chat request
+("Thanks a bunch.", "Catch you later!") for a city and looked up its weather,
+because in training every unknown word was a city or a unit. Named this way
+without a weather or clock word, it is still chat.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import random
 from dataclasses import dataclass
 
 from models.demo import tools, units
-from models.demo.corpus_values import SYLLABLES, TRAIN, draw_number
+from models.demo.corpus_values import SYLLABLES, TRAIN, draw_number, made_up_city
+
+# Share of training chat requests (the intents below, not echo) that get a made-up word.
+P_UNKNOWN_WORD = 0.3
 
 CAPABILITIES = "I can do arithmetic, look up the weather in a city, convert units and tell the local time"
 
@@ -116,6 +124,20 @@ def echo_text(rng: random.Random, split: str) -> tuple[str, list[str]]:
     return " ".join(words), values
 
 
+def with_unknown_word(rng: random.Random, text: str) -> str:
+    """`text` with a made-up name put in at a random word boundary, lower-case half the time; never a
+    held-out phrasing ("Hey" and a made-up "hey" would make one)."""
+    held_out = {p for intent in INTENTS for p in intent.held_out}
+    while True:
+        word = made_up_city(rng)
+        word = word.lower() if rng.random() < 0.5 else word
+        words = text.split(" ")
+        at = rng.randint(0, len(words))
+        altered = " ".join(words[:at] + [word] + words[at:])
+        if altered not in held_out:
+            return altered
+
+
 def draw(rng: random.Random, split: str, city: str, number: str, intent: Intent | None = None
          ) -> tuple[str, str, str, str, list[str]]:
     """(request, template id, thought, answer, values) for one chat turn of the split."""
@@ -124,6 +146,9 @@ def draw(rng: random.Random, split: str, city: str, number: str, intent: Intent 
     k = rng.randrange(len(options))
     values = []
     text = options[k]
+    # Training only, so held-out draws take nothing extra from the rng.
+    if split == TRAIN and intent is not ECHO and "{" not in text and rng.random() < P_UNKNOWN_WORD:
+        text = with_unknown_word(rng, text)
     if "{city}" in text:
         values.append(f"city:{city.lower()}")
     if "{number}" in text:

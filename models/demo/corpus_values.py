@@ -169,12 +169,28 @@ def made_up_town(rng: random.Random, name: str) -> dict:
             "condition": rng.choice(rows)["condition"]}
 
 
+# Short everyday words and word endings: the pieces the tokenizer cuts unseen unit words into.
+_EVERYDAY_PIECES = ("in", "me", "per", "day", "on", "at", "to", "for", "one", "all", "we", "is", "it", "an",
+                    "or", "as", "er", "es", "ed", "ing", "th", "ch", "sh", "st", "ks", "ll", "res", "not")
+
+
 def made_up_unit(rng: random.Random) -> str:
-    """A made-up unit word (training only): the converter rejects it, the model must still copy it."""
+    """A made-up unit word (training only): the converter rejects it, the model must still copy it.
+
+    Some are glued from everyday pieces, and some are two words around "per": the checkpoint
+    misread held-out units that the tokenizer cuts into pieces it knows as words ("in|ch|es in yd"
+    read as a link word, "me|ters per second" completed as a training unit's "per hour").
+    """
     while True:
-        word = _syllables(rng, 2)
+        shape = rng.random()
+        if shape < 0.35:
+            word = "".join(rng.choice(_EVERYDAY_PIECES) for _ in range(rng.randint(2, 3)))
+        elif shape < 0.5:
+            word = f"{_syllables(rng, 2)} per {_syllables(rng, 2)}"
+        else:
+            word = _syllables(rng, 2)
         if len(word) >= 2 and units.lookup(word) is None and units.lookup(word + "s") is None:
-            return word + ("s" if rng.random() < 0.5 else "")
+            return word + ("s" if rng.random() < 0.5 and not word.endswith("s") else "")
 
 
 def random_now(rng: random.Random) -> datetime:
