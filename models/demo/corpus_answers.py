@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from models.demo.corpus_reasoning import OP_WORDS, spelled
+from models.demo.corpus_reasoning import OP_WORDS, pending, spelled
 
 
 def _pick(rng: random.Random, options: list[str], **slots) -> str:
@@ -85,12 +85,13 @@ def between_steps(rng, kind, slots, results, calls: list[tuple[str, dict]], step
     on thinking in numbered steps here too, some seventy tokens: a second turn that thinks past the
     64-token window is what the agent loop needs to show its tool-call anchor at work."""
     s = _first_results(kind, slots, results)
+    opening = pending(kind, slots)  # the first turn's thought ended with it (corpus_reasoning.pending)
     if not stepwise:
-        return _pick(rng, _BETWEEN[kind], **s) + f" Calling {spelled(calls)}."
+        return f"{opening} " + _pick(rng, _BETWEEN[kind], **s) + f" Calling {spelled(calls)}."
     lines, second = _NUMBERED_BETWEEN[kind]
     steps = [line.format(**s) for line in lines] + ["I shouldn't guess the value; the tool gives the exact result."]
     body = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
-    return (f"Let me go on step by step.\n{body}\nTo confirm: {second.format(**s)} is the second step.\n"
+    return (f"{opening} Let me go on step by step.\n{body}\nTo confirm: {second.format(**s)} is the second step.\n"
             f"Calling {spelled(calls)}.")
 
 

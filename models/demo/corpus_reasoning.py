@@ -135,6 +135,24 @@ def spelled(calls: list[tuple[str, dict]]) -> str:
     return " and ".join(f"{name} with {json.dumps(args, ensure_ascii=False)}" for name, args in calls)
 
 
+# The second step of a sequential plan, as the first turn's thought ends and the second turn's begins.
+_PENDING = {"wdiff": "Then the difference.", "chain": "Then {op2} {c}.", "wconv": "Then convert to {to}."}
+
+
+def pending(kind: str, slots: dict[str, str]) -> str:
+    """What a sequential plan does once its first results are in ("Then * 71."): the last sentence of
+    the first turn's thought, after the calls it spells, and the first of the second turn's.
+
+    Why there: the second turn starts some 65 (a chain) to 120 (two weather results) tokens after the
+    first turn's thought ends, past the reach of a 64-token window, and the checkpoint that kept the
+    plan earlier in the thought never learnt a second step (0 of 45 training-distribution chains and
+    temperature differences): it answered after the first results, or took the first call's own
+    operand. Last in the thought, the plan is as close to the second turn as it can be, and the
+    second turn opens by repeating it.
+    """
+    return _PENDING[kind].format(**slots)
+
+
 def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], level: str,
                       calls: list[tuple[str, dict]]) -> str:
     """Reasoning before the first turn of a two-call plan (parallel or sequential); `calls` are that
@@ -144,7 +162,7 @@ def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], leve
         goal = f"The user wants the temperature difference between {s['c1']} and {s['c2']}."
         plan = (f"First I need both temperatures, so I'll call get_weather for {s['c1']} and for {s['c2']} "
                 f"at once. Then I'll subtract {s['c2']}'s temperature from {s['c1']}'s with calculate.")
-        act = f"Calling {spelled(calls)}."
+        act = f"Calling {spelled(calls)}. {pending(kind, s)}"
     elif kind == "wtwo":
         goal = f"The user wants the weather in two cities: {s['c1']} and {s['c2']}."
         plan = f"get_weather takes one city, so I'll make two calls in one go: {s['c1']} and {s['c2']}."
@@ -157,13 +175,13 @@ def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], leve
         goal = f"The user wants the temperature in {s['city']}, expressed in {s['to']}."
         plan = (f"get_weather gives Celsius for {s['city']}; after that I'll convert the value "
                 f"from celsius to {s['to']} with convert_units.")
-        act = f"The conversion to {s['to']} comes second. First step: {spelled(calls)}."
+        act = f"The conversion to {s['to']} comes second. First step: {spelled(calls)}. {pending(kind, s)}"
     elif kind == "chain":
         w1, w2 = OP_WORDS[s["op1"]]["name"], OP_WORDS[s["op2"]]["name"]
         goal = f"The user wants ({s['a']} {s['op1']} {s['b']}) {s['op2']} {s['c']}: {w1} first, then {w2}."
         plan = (f"calculate does one operation at a time, so first {s['a']} {s['op1']} {s['b']}, "
                 f"then the result {s['op2']} {s['c']}.")
-        act = f"Keep {s['c']} for the second step. First call: {spelled(calls)}."
+        act = f"First call: {spelled(calls)}. {pending(kind, s)}"
     else:
         raise ValueError(kind)
     if level == SHORT:
