@@ -82,10 +82,11 @@ def after_error(rng, kind, what, r) -> tuple[str, str]:
 def between_steps(rng, kind, slots, results, calls: list[tuple[str, dict]], stepwise: bool = False) -> str:
     """Thought after the first results of a sequential plan, before the second step's `calls`, which
     its last sentence spells out. A `stepwise` plan (the user asked for step-by-step reasoning) goes
-    on thinking in numbered steps here too, some seventy tokens: a second turn that thinks past the
-    64-token window is what the agent loop needs to show its tool-call anchor at work."""
+    on thinking in numbered steps here too, some 180 tokens: a second turn that thinks past the
+    96-token window is what the agent loop needs to show its tool-call anchor at work. It opens with
+    the first turn's `pending` step, which also says whether the plan goes step by step."""
     s = _first_results(kind, slots, results)
-    opening = pending(kind, slots)  # the first turn's thought ended with it (corpus_reasoning.pending)
+    opening = pending(kind, slots, stepwise)  # the first turn's thought ended with it (corpus_reasoning.pending)
     if not stepwise:
         return f"{opening} " + _pick(rng, _BETWEEN[kind], **s) + f" Calling {spelled(calls)}."
     lines, second = _NUMBERED_BETWEEN[kind]

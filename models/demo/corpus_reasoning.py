@@ -136,10 +136,10 @@ def spelled(calls: list[tuple[str, dict]]) -> str:
 
 
 # The second step of a sequential plan, as the first turn's thought ends and the second turn's begins.
-_PENDING = {"wdiff": "Then the difference.", "chain": "Then {op2} {c}.", "wconv": "Then convert to {to}."}
+_PENDING = {"wdiff": "Then the difference", "chain": "Then {op2} {c}", "wconv": "Then convert to {to}"}
 
 
-def pending(kind: str, slots: dict[str, str]) -> str:
+def pending(kind: str, slots: dict[str, str], stepwise: bool = False) -> str:
     """What a sequential plan does once its first results are in ("Then * 71."): the last sentence of
     the first turn's thought, after the calls it spells, and the first of the second turn's.
 
@@ -148,9 +148,10 @@ def pending(kind: str, slots: dict[str, str]) -> str:
     plan earlier in the thought never learnt a second step (0 of 45 training-distribution chains and
     temperature differences): it answered after the first results, or took the first call's own
     operand. Last in the thought, the plan is as close to the second turn as it can be, and the
-    second turn opens by repeating it.
+    second turn opens by repeating it. A plan reasoned out step by step says so there too ("Then * 2,
+    step by step."): the second turn's numbered thought is chosen by what it can see.
     """
-    return _PENDING[kind].format(**slots)
+    return _PENDING[kind].format(**slots) + (", step by step." if stepwise else ".")
 
 
 def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], level: str,
@@ -162,7 +163,7 @@ def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], leve
         goal = f"The user wants the temperature difference between {s['c1']} and {s['c2']}."
         plan = (f"First I need both temperatures, so I'll call get_weather for {s['c1']} and for {s['c2']} "
                 f"at once. Then I'll subtract {s['c2']}'s temperature from {s['c1']}'s with calculate.")
-        act = f"Calling {spelled(calls)}. {pending(kind, s)}"
+        act = f"Calling {spelled(calls)}. {pending(kind, s, level == LONG)}"
     elif kind == "wtwo":
         goal = f"The user wants the weather in two cities: {s['c1']} and {s['c2']}."
         plan = f"get_weather takes one city, so I'll make two calls in one go: {s['c1']} and {s['c2']}."
@@ -175,13 +176,14 @@ def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], leve
         goal = f"The user wants the temperature in {s['city']}, expressed in {s['to']}."
         plan = (f"get_weather gives Celsius for {s['city']}; after that I'll convert the value "
                 f"from celsius to {s['to']} with convert_units.")
-        act = f"The conversion to {s['to']} comes second. First step: {spelled(calls)}. {pending(kind, s)}"
+        act = (f"The conversion to {s['to']} comes second. First step: {spelled(calls)}. "
+               f"{pending(kind, s, level == LONG)}")
     elif kind == "chain":
         w1, w2 = OP_WORDS[s["op1"]]["name"], OP_WORDS[s["op2"]]["name"]
         goal = f"The user wants ({s['a']} {s['op1']} {s['b']}) {s['op2']} {s['c']}: {w1} first, then {w2}."
         plan = (f"calculate does one operation at a time, so first {s['a']} {s['op1']} {s['b']}, "
                 f"then the result {s['op2']} {s['c']}.")
-        act = f"First call: {spelled(calls)}. {pending(kind, s)}"
+        act = f"First call: {spelled(calls)}. {pending(kind, s, level == LONG)}"
     else:
         raise ValueError(kind)
     if level == SHORT:
