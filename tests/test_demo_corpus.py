@@ -229,7 +229,7 @@ def test_an_operator_is_the_same_id_in_the_thought_and_in_the_calls_json():
         assert op in thought and op in call, (thought, call)
 
 
-def test_a_two_call_turns_thought_ends_by_spelling_both_calls_as_their_json(training):
+def test_a_two_call_turns_thought_ends_by_spelling_its_calls_as_their_json_then_at_most_the_pending_step(training):
     seen = set()
     for conv in training:
         if conv.kind not in ("wdiff", "wtwo", "tw", "chain", "wconv"):
@@ -240,7 +240,11 @@ def test_a_two_call_turns_thought_ends_by_spelling_both_calls_as_their_json(trai
             thought = message["reasoning_content"]
             spans = [f'{c["function"]["name"]} with {json.dumps(c["function"]["arguments"], ensure_ascii=False)}'
                      for c in message["tool_calls"]]
-            assert " and ".join(spans) in thought[-len(" and ".join(spans)) - 40:], thought
+            joined = " and ".join(spans)
+            tail = thought[thought.rindex(joined) + len(joined):]
+            # A sequential plan's second step follows (corpus_reasoning.pending); a parallel one ends there.
+            assert tail == "." or (conv.kind in ("wdiff", "chain", "wconv") and tail.startswith(". Then ")
+                                   and tail.endswith(".") and len(tail) < 70), thought
             seen.add(conv.kind)
     assert seen == {"wdiff", "wtwo", "tw", "chain", "wconv"}
 
@@ -280,3 +284,19 @@ def test_made_up_units_are_never_real_units_and_some_are_glued_from_everyday_pie
     pieces = set(corpus_values._EVERYDAY_PIECES)
     glued = [w for w in words if any(w.startswith(p) for p in pieces) and " " not in w]
     assert len(glued) > 400 and sum(" per " in w for w in words) > 200
+
+
+def test_a_sequential_plans_second_turn_opens_with_the_step_its_first_turn_ended_on(training):
+    checked = 0
+    for conv in training:
+        if conv.kind not in ("wdiff", "chain", "wconv") or not conv.enable_thinking:
+            continue
+        (at, first), (_, second) = [(i, m["reasoning_content"]) for i, m in enumerate(conv.messages)
+                                    if m.get("tool_calls")][-2:]
+        if not first or not second or at in conv.untrained_reasoning:  # reasoning dropped, or cut by a budget
+            continue
+        step = first[first.rindex(". Then ") + 2:]
+        assert second.startswith(step + " "), (first, second)
+        assert ("step by step" in step) == ("Let me go on step by step." in second)
+        checked += 1
+    assert checked > 50
