@@ -13,13 +13,13 @@ calls and their arguments are its own): the two calling turns must call a
 tool (tool_choice "required"),
 and a reasoning budget caps each thought. Pages of 4 tokens and a slide
 every 2 steps keep what the window leaves live at a turn's end close to the
-64-token window itself.
+96-token window itself.
 
 Claims:
 - with anchors on, each turn's `cached_tokens` reaches the page holding the
   previous turn's `<tool_call>` token (up to where the prompt diverges);
 - with anchors off, each turn falls back to the previous turn's prompt: each
-  calling turn generates more than the 64-token window before the point
+  calling turn generates more than the 96-token window before the point
   where the next prompt diverges (the request asks for step-by-step
   reasoning, which buys the first turn a numbered thought), so its thought
   slid out of the window while its call was written, and only the anchor
@@ -46,7 +46,7 @@ PAGE = 4
 THOUGHT_CAP = 400  # a reasoning budget per calling turn: a cap, well above the thoughts this request gets
 # Two calls in sequence, then an answer: three turns. Phrased the way training requests are (a
 # training template and a training step-by-step suffix, which buys numbered thoughts that run past the
-# 64-token window): this test is about the cache, not about how far the toy model generalises.
+# 96-token window): this test is about the cache, not about how far the toy model generalises.
 REQUEST = "What is (12 + 30) * 2? Think it through step by step."
 
 

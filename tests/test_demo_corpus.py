@@ -297,6 +297,6 @@ def test_a_sequential_plans_second_turn_opens_with_the_step_its_first_turn_ended
             continue
         step = first[first.rindex(". Then ") + 2:]
         assert second.startswith(step + " "), (first, second)
-        assert ("step by step" in step) == ("Let me go on step by step." in second)
+        assert ("numbered points" in step) == ("Let me go on step by step." in second)
         checked += 1
     assert checked > 50

@@ -2,7 +2,7 @@
 
 What it is for: `train.py` switches the model to `banded_attention` (`use_banded_attention`), so
 the demo's sliding layers cost O(len x window) instead of O(len x (cached + len)) while training.
-Layer 0 (full attention) keeps transformers' own sdpa path.
+The full-attention layers keep transformers' own sdpa path.
 
 What it is not for: serving or the saved checkpoint. The runtime has its own paged attention, and
 train.py switches back to sdpa before saving; this computes the same function, only cheaper.

@@ -8,7 +8,7 @@ What it is not for: deciding what the values are; callers pass the parsed
 tool results.
 
 Why it is shaped so: the tool result sits right before this turn, but only
-64 tokens of it are visible to most layers; a short thought that restates
+a window's worth (96 tokens) is visible to the windowed layers; a short thought that restates
 the values at once, then an answer that quotes them, keeps every copy
 within the window. Answers vary in wording so the model learns to copy the
 value rather than memorise sentences.

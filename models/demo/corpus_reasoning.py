@@ -8,9 +8,9 @@ What it is not for: thinking after a tool result, or answers
 (corpus_answers.py).
 
 Why it is shaped so: every sentence restates the values the call needs
-(city, numbers, units). The checkpoint's layers after the first see only 64
-tokens back, so a value must reappear at least every ~60 tokens to be
-copyable into the tool call that ends a long thought. The last sentence
+(city, numbers, units). The checkpoint's windowed layers see only 96
+tokens back (64 before this checkpoint), so a value must reappear every few
+dozen tokens to be copyable into the tool call that ends a long thought. The last sentence
 always names the call, right before `</think>`.
 """
 
@@ -149,9 +149,11 @@ def pending(kind: str, slots: dict[str, str], stepwise: bool = False) -> str:
     temperature differences): it answered after the first results, or took the first call's own
     operand. Last in the thought, the plan is as close to the second turn as it can be, and the
     second turn opens by repeating it. A plan reasoned out step by step says so there too ("Then * 2,
-    step by step."): the second turn's numbered thought is chosen by what it can see.
+    in numbered points."): the second turn's numbered thought is chosen by what it can see. (Not in
+    the words "step by step": the thought opens with them, and a model that copies what followed
+    their last occurrence starts its numbered list again -- measured, a looping first thought.)
     """
-    return _PENDING[kind].format(**slots) + (", step by step." if stepwise else ".")
+    return _PENDING[kind].format(**slots) + (", in numbered points." if stepwise else ".")
 
 
 def think_before_plan(rng: random.Random, kind: str, slots: dict[str, str], level: str,

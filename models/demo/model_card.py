@@ -93,6 +93,7 @@ def write(out: Path) -> None:
     ev = _load(out / "evaluation.json")
     cfg = tr.get("config", {})
     early = " It stopped early at the wall-clock guard." if tr.get("stopped_early") else ""
+    full = " and ".join(str(i) for i in cfg.get("full_layers", (0,)))
     text = f"""# anchorage demo model
 
 A **toy**: a {tr.get('parameters', 0) / 1e6:.1f}M-parameter Qwen3 trained from scratch in minutes on CPU,
@@ -118,10 +119,12 @@ with the value it was given.
 `Qwen3ForCausalLM`: {cfg.get('layers')} layers, hidden {cfg.get('hidden')}, {cfg.get('heads')} heads
 ({cfg.get('kv_heads')} KV heads, head_dim {cfg.get('head_dim')}), MLP {cfg.get('intermediate')}, vocab
 {tr.get('vocab_size')} (byte-level BPE trained on the training corpus with every name cut out), tied embeddings, bf16 weights.
-**Windowed layers**: `use_sliding_window=true`, `sliding_window={cfg.get('window')}`, `max_window_layers=1`, so
-`layer_types` is full attention for layer 0 and a {cfg.get('window')}-token sliding window for every other
-layer. The thinking text restates the values a call needs every few dozen tokens, because most layers
-only see {cfg.get('window')} tokens back.
+**Windowed layers**: `use_sliding_window=true`, `sliding_window={cfg.get('window')}`, and `layer_types` (which
+is what transformers and anchorage read; `max_window_layers` is left at its default) gives full attention
+to layers {full} and a {cfg.get('window')}-token sliding window to every other layer. The thinking text
+restates the values a call needs every few dozen tokens, because the windowed layers only see
+{cfg.get('window')} tokens back, and a two-step plan's first thought ends with its second step, which the
+second turn's thought opens by repeating.
 
 Chat template (`chat_template.jinja`): Qwen3 style. The generation prompt opens `<think>\\n`
 (`enable_thinking=false` renders an empty closed block instead); assistant turns after the last user

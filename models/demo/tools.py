@@ -11,7 +11,7 @@ What it is not for: a tool framework for the server. The server never runs
 tools; an OpenAI client does. This is the client side of the demo.
 
 Why it is shaped so: results are compact JSON objects because the model reads
-them through 64-token attention windows; the value a final answer must quote
+them through 96-token attention windows; the value a final answer must quote
 (`result`, `temperature_c`, `time`) sits near the end of the tool turn.
 Weather comes from a fixed table in data/cities.json -- a demo, not a forecast.
 """

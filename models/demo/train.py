@@ -10,9 +10,9 @@ size are tuned to one job: learn the four demo tools' agent loop in about a
 quarter of an hour on two CPU cores.
 
 Why it is shaped so: `transformers.Qwen3ForCausalLM` is the model, so the
-checkpoint is a real Qwen3 with `layer_types` (layer 0 full attention, the
-rest a 64-token window) -- the shape the server's window eviction exists
-for. The run is a fixed number of steps (not "until time is up") so the
+checkpoint is a real Qwen3 with `layer_types` (layers 0 and 3 full attention,
+layers 1 and 2 a 96-token window) -- the shape the server's window eviction
+exists for. The run is a fixed number of steps (not "until time is up") so the
 same seed gives the same weights on any machine; `--minutes` is only a
 guard that stops early and says so in the model card. Loss is on assistant
 tokens only (dataset.py), and the rows of a batch share the system turn,
@@ -55,7 +55,8 @@ def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) ->
         num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"], num_key_value_heads=cfg["kv_heads"],
         head_dim=cfg["head_dim"], max_position_embeddings=4096, tie_word_embeddings=True,
         use_sliding_window=True, sliding_window=cfg["window"],
-        layer_types=["full_attention" if i in cfg["full_layers"] else "sliding_attention" for i in range(cfg["layers"])],
+        layer_types=["full_attention" if i in cfg["full_layers"] else "sliding_attention"
+                     for i in range(cfg["layers"])],
         bos_token_id=None, eos_token_id=eos_ids[0], pad_token_id=pad_id,
     )
 
@@ -151,7 +152,7 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
       head's attention on the previous token). Its value is the token code, written into the
       previous-token dims. Head 1 shares this key/value head; its output is silenced.
     - Layer 1, head 0: its query is a projection of the token code, its key the same projection of
-      the previous-token code, in the rotary planes that turn least (within the 64-token window they
+      the previous-token code, in the rotary planes that turn least (within the window they
       hardly turn), so a key matches where the previous token equals the current one. Its value is
       that position's own token code, written back into the token dims `out_gain` strong: the tied
       output head then favours the token that followed the last occurrence of the current one.
