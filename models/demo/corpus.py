@@ -37,6 +37,9 @@ from models.demo.tools import TOOLS, format_number
 KIND_WEIGHTS = {"weather": 14, "time": 10, "calculate": 16, "convert": 14, "weather_unknown": 3,
                 "time_unknown": 2, "wdiff": 5, "wtwo": 5, "tw": 5, "wconv": 4, "chain": 6, "chat": 16, "echo": 8}
 LEVEL_WEIGHTS = {rsn.SHORT: 58, rsn.MEDIUM: 32, rsn.LONG: 10}
+# Sequential plans reason step by step twice as often: the step-by-step plan is what the agent loop
+# test runs, and at 10% (0.5% of the corpus for chains) runs garbled it.
+SEQUENTIAL_LEVEL_WEIGHTS = {rsn.SHORT: 50, rsn.MEDIUM: 30, rsn.LONG: 20}
 P_SYSTEM, P_HISTORY, P_NO_THINKING, P_CUT_THINKING, P_CHAT_WITHOUT_TOOLS = 0.3, 0.08, 0.08, 0.08, 0.2
 # Call turns passed back without their reasoning, as clients that drop it (and the evaluation, when it
 # supplies the expected call) send them: the answer after the results must not depend on the thought.
@@ -178,7 +181,7 @@ def training_conversation(rng: random.Random) -> Conversation:
     else:
         plan = build(rng, cv.TRAIN, kind)
         template_id, new_values = plan.template_id, plan.values
-        level = _weighted(rng, LEVEL_WEIGHTS)
+        level = _weighted(rng, SEQUENTIAL_LEVEL_WEIGHTS if kind in ("wdiff", "chain", "wconv") else LEVEL_WEIGHTS)
         request = plan.request
         if level == rsn.LONG:
             request += rng.choice(ph.STEPWISE[cv.TRAIN])

@@ -41,10 +41,15 @@ from models.demo import banded_attention, corpus, dataset, model_card, render, t
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
-# what is left of `budget` (agent_steps() says how).
+# what is left of `budget` (agent_steps() says how). window / full_layers: layers 1 and 2 see 96 tokens
+# back, 0 and 3 everything. A chain's second turn starts 65-80 tokens after the first thought's last
+# sentence, which names the second step (corpus_reasoning.pending); at 64 no checkpoint learnt a second
+# step (0 of 45 on training-distribution plans), at 96 one did for 15 of 22 chains. A temperature
+# difference's second turn is 115-155 tokens away; the full last layer reaches it, but has not yet
+# learnt to use it (4 of 23).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
-                drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=2600, drill_cost=0.5, conversations=12656,
+                drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=2500, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
                 tokenizer_corpus=4000, threads=2)
 
