@@ -11,11 +11,11 @@ the conversations come from a seed the training run did not use.
 Why it is shaped so: a held-out miss of a second step can be phrasing the model never saw, or a
 step it never learnt at all. On the training distribution only the second remains. Measured this
 way (seed 7, each checkpoint with the corpus code it was trained on), the shipped checkpoint gets 0
-of 20 temperature differences and 0 of 28 chains right: the step was never learnt. Its windowed
+of 18 temperature differences and 0 of 30 chains right: the step was never learnt. Its windowed
 layers see 64 tokens back, and a chain's second turn starts 65-80 tokens after the first thought
 names the second step (115-155 for a temperature difference). Three runs with a 96-token window and
-the second step as the first thought's last sentence got 19, 23 and 19 of 26 chains, and 3 to 6 of
-22 differences (branch `demo-plan-at-end`; models/demo/README.md).
+the second step as the first thought's last sentence got 21, 25 and 21 of 27 chains, and 3 to 6 of
+21 differences (branch `demo-plan-at-end`; models/demo/README.md).
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ PLANS = ("wdiff", "chain")
 def second_turns(seed: int = 7, conversations: int = 1500, limit: int = 48
                  ) -> list[tuple[str, list[dict], list[ToolCall]]]:
     """(kind, the messages before the second calling turn, that turn's calls) of up to `limit` plans
-    whose first turn kept its thought."""
+    whose first turn kept its whole thought."""
     out = []
     for conv in corpus.training_conversations(seed, conversations):
         if conv.kind not in PLANS or not conv.enable_thinking or len(out) >= limit:
             continue
         query = max(i for i, m in enumerate(conv.messages) if m["role"] == "user")
         calling = [i for i, m in enumerate(conv.messages) if i > query and m.get("tool_calls")]
-        if len(calling) < 2 or not conv.messages[calling[0]]["reasoning_content"]:
-            continue  # a first thought dropped (as some clients do): not the case this probes
+        if (len(calling) < 2 or not conv.messages[calling[0]]["reasoning_content"]
+                or calling[0] in conv.untrained_reasoning):
+            continue  # a first thought dropped (as some clients do) or cut by a budget: not what this probes
         calls = [ToolCall(c["function"]["name"], c["function"]["arguments"], "")
                  for c in conv.messages[calling[1]]["tool_calls"]]
         out.append((conv.kind, conv.messages[: calling[1]], calls))
