@@ -30,7 +30,9 @@ from models.demo import corpus_phrasing as ph
 # the request's slots and stay as they are.
 _WHEN = ("", "", " now", " today", " right now", " currently", " this morning", " this afternoon", " tonight",
          " at present", " these days", " this evening")
-_END = ("?", "?", ".", "")
+# " for me" after a slot: "for" is also a link word before a city ("the weather for {city}"), and
+# measured, the checkpoint copied "me" as the city, or "oz for me" as the unit.
+_END = ("?", "?", ".", "", " for me.", " for me?")
 
 _WEATHER_PARTS = {
     "ask": ("what's", "what is", "tell me", "give me", "show me", "get me", "check", "I'd like", "I want",

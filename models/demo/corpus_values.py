@@ -150,9 +150,9 @@ def made_up_city(rng: random.Random) -> str:
     while True:
         name = _made_up_word(rng)
         shape = rng.random()
-        if shape < 0.15:
+        if shape < 0.1:
             name = rng.choice(_PREFIXES) + name.title()
-        elif shape < 0.3:
+        elif shape < 0.2:
             name = (name + rng.choice(_NAME_SUFFIXES)).title()
         elif shape < 0.5:  # two made-up words, as "Addis Ababa" or "Cape Town" come to the model
             name = f"{name.title()} {_made_up_word(rng).title()}"

@@ -49,7 +49,7 @@ from models.demo import banded_attention, corpus, dataset, model_card, render, t
 # learnt to use it (4 of 23).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
-                drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=2500, drill_cost=0.5, conversations=12656,
+                drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=1800, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
                 tokenizer_corpus=4000, threads=2)
 
