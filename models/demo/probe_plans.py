@@ -37,7 +37,9 @@ def second_turns(seed: int = 7, conversations: int = 1500, limit: int = 48
     whose first turn kept its whole thought."""
     out = []
     for conv in corpus.training_conversations(seed, conversations):
-        if conv.kind not in PLANS or not conv.enable_thinking or len(out) >= limit:
+        if len(out) >= limit:
+            break
+        if conv.kind not in PLANS or not conv.enable_thinking:
             continue
         query = max(i for i, m in enumerate(conv.messages) if m["role"] == "user")
         calling = [i for i, m in enumerate(conv.messages) if i > query and m.get("tool_calls")]
