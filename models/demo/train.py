@@ -46,7 +46,8 @@ from models.demo import banded_attention, corpus, dataset, model_card, render, t
 # sentence, which names the second step (corpus_reasoning.pending); at 64 no checkpoint learnt a second
 # step (0 of 45 on training-distribution plans), at 96 one did for 15 of 22 chains. A temperature
 # difference's second turn is 115-155 tokens away; the full last layer reaches it, but has not yet
-# learnt to use it (4 of 23).
+# learnt to use it (4 of 23). budget: 1,800 ran 1,187 s on an hour when this machine took 0.56 s a
+# step; 2,100 ran 1,234 s there, past the 20-minute guard (models/demo/README.md has the runs).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=1800, drill_cost=0.5, conversations=12656,
