@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from models.demo import corpus, corpus_chat, corpus_values, tools, units
+from models.demo.corpus_reasoning import SEQUENTIAL
 from models.demo.parse import parse_turn
 from models.demo.render import render, trained_spans
 
@@ -243,7 +244,7 @@ def test_a_two_call_turns_thought_ends_by_spelling_its_calls_as_their_json_then_
             joined = " and ".join(spans)
             tail = thought[thought.rindex(joined) + len(joined):]
             # A sequential plan's second step follows (corpus_reasoning.pending); a parallel one ends there.
-            assert tail == "." or (conv.kind in ("wdiff", "chain", "wconv") and tail.startswith(". Then ")
+            assert tail == "." or (conv.kind in SEQUENTIAL and tail.startswith(". Then ")
                                    and tail.endswith(".") and len(tail) < 70), thought
             seen.add(conv.kind)
     assert seen == {"wdiff", "wtwo", "tw", "chain", "wconv"}
@@ -289,7 +290,7 @@ def test_made_up_units_are_never_real_units_and_some_are_glued_from_everyday_pie
 def test_a_sequential_plans_second_turn_opens_with_the_step_its_first_turn_ended_on(training):
     checked = 0
     for conv in training:
-        if conv.kind not in ("wdiff", "chain", "wconv") or not conv.enable_thinking:
+        if conv.kind not in SEQUENTIAL or not conv.enable_thinking:
             continue
         (at, first), (_, second) = [(i, m["reasoning_content"]) for i, m in enumerate(conv.messages)
                                     if m.get("tool_calls")][-2:]

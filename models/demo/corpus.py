@@ -181,7 +181,7 @@ def training_conversation(rng: random.Random) -> Conversation:
     else:
         plan = build(rng, cv.TRAIN, kind)
         template_id, new_values = plan.template_id, plan.values
-        level = _weighted(rng, SEQUENTIAL_LEVEL_WEIGHTS if kind in ("wdiff", "chain", "wconv") else LEVEL_WEIGHTS)
+        level = _weighted(rng, SEQUENTIAL_LEVEL_WEIGHTS if kind in rsn.SEQUENTIAL else LEVEL_WEIGHTS)
         request = plan.request
         if level == rsn.LONG:
             request += rng.choice(ph.STEPWISE[cv.TRAIN])

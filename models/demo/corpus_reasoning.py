@@ -137,6 +137,8 @@ def spelled(calls: list[tuple[str, dict]]) -> str:
 
 # The second step of a sequential plan, as the first turn's thought ends and the second turn's begins.
 _PENDING = {"wdiff": "Then the difference", "chain": "Then {op2} {c}", "wconv": "Then convert to {to}"}
+# The plans whose second step waits for the first results: the ones with a pending step.
+SEQUENTIAL = frozenset(_PENDING)
 
 
 def pending(kind: str, slots: dict[str, str], stepwise: bool = False) -> str:

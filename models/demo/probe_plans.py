@@ -10,12 +10,12 @@ the conversations come from a seed the training run did not use.
 
 Why it is shaped so: a held-out miss of a second step can be phrasing the model never saw, or a
 step it never learnt at all. On the training distribution only the second remains. Measured this
-way (seed 7, each checkpoint with the corpus code it was trained on), the shipped checkpoint gets 0
-of 18 temperature differences and 0 of 30 chains right: the step was never learnt. Its windowed
-layers see 64 tokens back, and a chain's second turn starts 65-80 tokens after the first thought
-names the second step (115-155 for a temperature difference). Three runs with a 96-token window and
-the second step as the first thought's last sentence got 21, 25 and 21 of 27 chains, and 3 to 6 of
-21 differences (branch `demo-plan-at-end`; models/demo/README.md).
+way (seed 7, each checkpoint with the corpus code it was trained on), the previous checkpoint got
+0 of 18 temperature differences and 0 of 30 chains right: the step was never learnt. Its windowed
+layers saw 64 tokens back, and a chain's second turn starts 65-80 tokens after the first thought
+names the second step (115-155 for a temperature difference). With a 96-token window and the
+second step as the first thought's last sentence, runs got 14 to 25 of 23-27 chains and 3 to 11 of
+21-25 differences; the shipped checkpoint 14 of 23 and 8 of 25 (models/demo/README.md).
 """
 
 from __future__ import annotations
