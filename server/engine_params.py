@@ -108,6 +108,18 @@ def _tool_grammar(req, state) -> str | None:
     return grammar
 
 
+def thought_tokens(reasoning, encode) -> tuple[int, int] | None:
+    """The thought's opener and closer as single token ids, or None when the checkpoint has no thought
+    markers or they take more than one token each (a grammar names a thought by its marker tokens).
+    Computed once at load (RuntimeInfo.thought_tokens): the markers are the checkpoint's, not the request's."""
+    if reasoning is None or not reasoning.start or not reasoning.end:
+        return None
+    opener, closer = encode(reasoning.start), encode(reasoning.end)
+    if len(opener) == 1 and len(closer) == 1:
+        return opener[0], closer[0]
+    return None
+
+
 def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     """The grammar of the turn for a JSON `response_format`, or None for text. The schema is the
     client's: one the engine cannot compile is a 400 naming it, not an unconstrained answer."""
@@ -123,12 +135,7 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     if req.ignore_eos:
         raise InvalidRequestError(f"ignore_eos cannot be combined with response_format {fmt.type}: the turn ends "
                                   "where the JSON does", param="ignore_eos")
-    thought = None
-    if info.reasoning is not None and info.reasoning.start and info.reasoning.end:
-        encode = lambda t: state.tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
-        opener, closer = encode(info.reasoning.start), encode(info.reasoning.end)
-        if len(opener) == 1 and len(closer) == 1:
-            thought = (opener[0], closer[0])
+    thought = info.thought_tokens
     if reasoning_open and thought is None:
         # The turn starts inside a thought whose closer the grammar cannot name: the answer would land
         # in the reasoning. Refused by name rather than served wrong.

@@ -24,7 +24,7 @@ from scheduler.page_allocator import PageAllocator
 from scheduler.pool_budget import swa_pool_floor, swa_pool_shortfall
 from scheduler.prefix_cache import PrefixCache
 from scheduler.window import WindowPolicy, resolve_anchor_token
-from server.engine_params import generation_defaults
+from server.engine_params import generation_defaults, thought_tokens
 from server.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -59,6 +59,8 @@ class RuntimeInfo:
     call_grammar: CallGrammarVocabulary | None = None
     # None: no grammars at all (models/grammar_vocabulary.py says when).
     grammars: GrammarVocabulary | None = None
+    # The thought's opener and closer as single tokens, or None (engine_params.thought_tokens says when).
+    thought_tokens: tuple[int, int] | None = None
 
 
 def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
@@ -185,7 +187,8 @@ def build_runtime(s: ServeSettings):
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
-                       reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars)
+                       reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars,
+                       thought_tokens(reasoning, lambda t: tokenizer.encode(t, add_special_tokens=False)))
     log.info("model %s (%s, %d layers, %s) from %s", name, spec.architecture, spec.num_layers, s.dtype, model_dir)
     log.info("KV pool: %s pages of %d tokens; context %d", pages, s.page_size, max_len)
     log.info(anchor_line)

@@ -86,16 +86,30 @@ def test_every_schema_the_api_accepts_compiles_or_is_reported(tokenizer, ids):
 def test_a_thought_the_prompt_opened_with_multi_token_markers_is_refused_by_name(tokenizer, ids):
     from types import SimpleNamespace
 
-    from server.engine_params import _response_grammar
+    from server.engine_params import _response_grammar, thought_tokens
     from server.errors import NotSupportedError
     from server.protocol.chat import ChatCompletionRequest
 
     req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
                                                 "response_format": {"type": "json_object"}})
-    split = SimpleNamespace(encode=lambda text, add_special_tokens=False: [5, 6])  # markers as two tokens each
+    markers = SimpleNamespace(start="<think>", end="</think>")
+    split = thought_tokens(markers, lambda text: [5, 6])  # markers as two tokens each
+    assert split is None
     info = SimpleNamespace(grammars=grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]),
-                           reasoning=SimpleNamespace(start="<think>", end="</think>"))
-    state = SimpleNamespace(info=info, tokenizer=split)
+                           reasoning=markers, thought_tokens=split)
+    state = SimpleNamespace(info=info, tokenizer=None)
     with pytest.raises(NotSupportedError, match="single tokens"):
         _response_grammar(req, state, reasoning_open=True)
     assert "%json" in _response_grammar(req, state, reasoning_open=False)  # no thought allowed, JSON at once
+
+
+def test_single_token_thought_markers_are_found_once_from_the_tokenizer(tokenizer, ids):
+    from types import SimpleNamespace
+
+    from server.engine_params import thought_tokens
+
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    assert thought_tokens(SimpleNamespace(start="<think>", end="</think>"), encode) == (ids["<think>"],
+                                                                                      ids["</think>"])
+    assert thought_tokens(None, encode) is None
+    assert thought_tokens(SimpleNamespace(start="", end=""), encode) is None
