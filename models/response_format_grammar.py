@@ -6,7 +6,10 @@ turn: an optional thought (free text between the family's single-token
 opener and closer -- or, when the prompt already opened the thought, free
 text up to the closer; special tokens other than the closer are not text), at
 most 20 whitespace characters, one JSON value of the schema, then only the
-end-of-turn token (models/grammar_vocabulary.py says which).
+end-of-turn token (models/grammar_vocabulary.py says which). When the request
+also offers tools, the part after the thought is either that JSON or Hermes
+tool calls of the offered tools (tool_call_grammar.hermes_call_schema), as
+OpenAI allows structured output and tools in one request.
 
 Why it is shaped so: the thought stays free, as vLLM and llama.cpp keep
 reasoning outside the structured part, and the reasoning budget can still
@@ -23,6 +26,7 @@ Not for: checking the request's fields (server/protocol) or tensors. No torch.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,24 +36,45 @@ from models.grammar_vocabulary import GrammarVocabulary, Mask
 JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
 
 
-def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open: bool) -> str:
+@dataclass(frozen=True)
+class TurnCalls:
+    """Tool calls a JSON-answer turn may make instead of answering: Hermes calls, each
+    `<opener>\\n{call JSON}\\n<closer>` (the call's schema: tool_call_grammar.hermes_call_schema),
+    parallel ones a newline apart. `required`: the turn must call (tool_choice "required" or named)."""
+
+    opener: int
+    closer: int
+    schema: dict
+    required: bool = False
+
+
+def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open: bool,
+                     calls: TurnCalls | None = None) -> str:
     """Lark grammar of a turn whose answer is one JSON value of `schema`.
 
     `thought`: the (opener, closer) token ids of the family's thought, or None when the family has
     none (or its markers are not single tokens: then no thought is allowed). `thought_open`: the
-    prompt already opened it, so the turn starts inside the thought.
+    prompt already opened it, so the turn starts inside the thought. `calls`: the request also
+    offers tools, so after the thought the turn is either the JSON answer or tool calls (only calls
+    when they are required) -- OpenAI's structured output with tools.
     """
     schema = {**schema, "x-guidance": {"whitespace_pattern": JSON_WHITESPACE}}
     lines = [f"answer: %json {json.dumps(schema)}", 'GAP: /[ \\t\\n]{0,20}/']
+    turn = "answer"
+    if calls is not None:
+        turn = "calls" if calls.required else "(answer | calls)"
+        lines += ['calls: call_block ("\\n" call_block)*',
+                  f'call_block: <[{calls.opener}]> "\\n" call "\\n" <[{calls.closer}]>',
+                  f"call: %json {json.dumps(calls.schema)}"]
     if thought is None:
-        lines.insert(0, "start: GAP answer")
+        lines.insert(0, f"start: GAP {turn}")
     else:
         opener, closer = thought
         lines.append("THOUGHT_TEXT: /(.|\\n)*/")
         if thought_open:
-            lines.insert(0, f"start: THOUGHT_TEXT <[{closer}]> GAP answer")
+            lines.insert(0, f"start: THOUGHT_TEXT <[{closer}]> GAP {turn}")
         else:
-            lines.insert(0, f"start: (<[{opener}]> THOUGHT_TEXT <[{closer}]>)? GAP answer")
+            lines.insert(0, f"start: (<[{opener}]> THOUGHT_TEXT <[{closer}]>)? GAP {turn}")
     return "\n".join(lines) + "\n"
 
 

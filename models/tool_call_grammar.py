@@ -62,8 +62,8 @@ def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str
     return CallGrammarVocabulary(grammars, opener, closer[0])
 
 
-def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
-    """Lark grammar for what follows the opener: newline, one call as JSON, newline, the closer token.
+def hermes_call_schema(tools: Sequence[dict]) -> dict:
+    """JSON schema of one Hermes call's body, `{"name": ..., "arguments": {...}}`, for any of `tools`.
 
     `tools` are OpenAI tool definitions; a function without `parameters` takes any object (OpenAI
     treats it as taking none, and a client may still describe its arguments in prose). Declared
@@ -82,9 +82,13 @@ def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
     # The separators json.dumps and the templates' tojson write, and no other whitespace: a model
     # trained on rendered calls writes exactly these, and a random or confused one cannot wander
     # off into tabs and newlines between keys.
-    schema = {"anyOf": alternatives,
-              "x-guidance": {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}}
-    return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(schema)}\n'
+    return {"anyOf": alternatives,
+            "x-guidance": {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}}
+
+
+def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
+    """Lark grammar for what follows the opener: newline, one call as JSON, newline, the closer token."""
+    return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(hermes_call_schema(tools))}\n'
 
 
 class ToolCallGrammar:

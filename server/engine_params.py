@@ -16,8 +16,8 @@ import logging
 from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
-from models.response_format_grammar import response_grammar
-from models.tool_call_grammar import hermes_call_grammar
+from models.response_format_grammar import TurnCalls, response_grammar
+from models.tool_call_grammar import hermes_call_grammar, hermes_call_schema
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
 
@@ -87,19 +87,33 @@ def _forced_tool_call(req, state, reasoning_open: bool):
     return encode(text), wait, message
 
 
+def _offered_tools(req) -> list[dict]:
+    """The tools a call may use: all of them, only the named one for a named tool_choice, none for
+    tool_choice "none"."""
+    tools = getattr(req, "tools", None)
+    choice = getattr(req, "tool_choice", None)
+    if not tools or choice == "none":
+        return []
+    offered = [tool.model_dump(exclude_none=True) for tool in tools]
+    if choice is not None and not isinstance(choice, str):
+        offered = [tool for tool in offered if tool["function"]["name"] == choice.function.name]
+    return offered
+
+
+def _json_response_schema(req) -> dict | None:
+    fmt = getattr(req, "response_format", None)
+    return fmt.schema_for_answer() if fmt is not None else None
+
+
 def _tool_grammar(req, state) -> str | None:
     """The grammar the request's calls must fit: its tools (only the named one, for a named
     tool_choice). None when the checkpoint has no call grammar (or `--no-tool-call-grammar`), the
     request offers no tools or says tool_choice "none", or llguidance cannot compile a schema
     (logged; the call is then unconstrained, as before grammars)."""
     vocabulary = state.info.call_grammar
-    tools = getattr(req, "tools", None)
-    choice = getattr(req, "tool_choice", None)
-    if vocabulary is None or not tools or choice == "none":
-        return None
-    offered = [tool.model_dump(exclude_none=True) for tool in tools]
-    if choice is not None and not isinstance(choice, str):
-        offered = [tool for tool in offered if tool["function"]["name"] == choice.function.name]
+    offered = _offered_tools(req)
+    if vocabulary is None or not offered or _json_response_schema(req) is not None:
+        return None  # (a JSON response_format's grammar constrains the whole turn, calls included)
     grammar = hermes_call_grammar(offered, vocabulary.closer)
     error = vocabulary.grammars.error(grammar)
     if error is not None:
@@ -123,10 +137,10 @@ def thought_tokens(reasoning, encode) -> tuple[int, int] | None:
 def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     """The grammar of the turn for a JSON `response_format`, or None for text. The schema is the
     client's: one the engine cannot compile is a 400 naming it, not an unconstrained answer."""
-    fmt = getattr(req, "response_format", None)
-    schema = fmt.schema_for_answer() if fmt is not None else None
+    schema = _json_response_schema(req)
     if schema is None:
         return None
+    fmt = req.response_format
     info = state.info
     grammars = info.grammars
     if grammars is None:
@@ -141,12 +155,27 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
         # in the reasoning. Refused by name rather than served wrong.
         raise NotSupportedError(f"response_format {fmt.type} after a thought the prompt opened needs the thought's "
                                 "markers to be single tokens, and this checkpoint's are not", param="response_format")
-    grammar = response_grammar(schema, thought, reasoning_open)
+    grammar = response_grammar(schema, thought, reasoning_open, _turn_calls(req, info, fmt.type))
     error = grammars.error(grammar)
     if error is not None:
         param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
         raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)
     return grammar
+
+
+def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
+    """The calls a JSON-answer turn may make instead of its answer, when the request offers tools."""
+    offered = _offered_tools(req)
+    if not offered:
+        return None
+    vocabulary = info.call_grammar
+    if vocabulary is None:
+        raise NotSupportedError(f"response_format {fmt_type} together with tools needs the tool-call grammar, and "
+                                f"this checkpoint ({info.spec.model_type}) has none (Hermes calls with single-token "
+                                "markers only) or the server runs with --no-tool-call-grammar: send tools or a JSON "
+                                "response_format, or tool_choice \"none\"", param="response_format")
+    required = getattr(req, "tool_choice", None) not in (None, "auto")
+    return TurnCalls(vocabulary.opener, vocabulary.closer, hermes_call_schema(offered), required)
 
 
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,

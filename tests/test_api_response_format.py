@@ -52,3 +52,28 @@ def test_a_thought_is_cut_by_its_budget_and_the_answer_after_it_still_fits(clien
     choice = reply.choices[0]
     assert choice.message.model_extra.get("reasoning_content") is not None
     assert json.loads(choice.message.content)["room"] in ("kitchen", "hall")
+
+
+HEATING_TOOL = [{"type": "function", "function": {"name": "set_heating", "parameters": {
+    "type": "object", "required": ["room"], "properties": {"room": {"type": "string", "enum": ["kitchen", "hall"]}}}}}]
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_with_tools_a_json_answer_turn_either_answers_json_or_calls_an_offered_tool(client, seed):
+    reply = _ask(client, {"type": "json_schema", "json_schema": {"name": "heating", "schema": SCHEMA}}, False, seed,
+                 tools=HEATING_TOOL)
+    choice = reply.choices[0]
+    if choice.message.tool_calls:
+        assert choice.finish_reason == "tool_calls"
+        for call in choice.message.tool_calls:
+            assert call.function.name == "set_heating"
+            assert json.loads(call.function.arguments)["room"] in ("kitchen", "hall")
+    else:
+        assert json.loads(choice.message.content)["room"] in ("kitchen", "hall")
+
+
+def test_a_required_call_with_a_json_response_format_is_a_call_that_fits_the_tool(client):
+    reply = _ask(client, {"type": "json_object"}, False, 7, tools=HEATING_TOOL, tool_choice="required")
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    assert json.loads(choice.message.tool_calls[0].function.arguments)["room"] in ("kitchen", "hall")

@@ -109,8 +109,6 @@ BAD_CHAT = [
      "response_format.json_schema", "json_schema"),
     ("response_format json_schema without a name", chat(response_format={"type": "json_schema", "json_schema": {}}),
      "response_format.json_schema.name", "name"),
-    ("response_format json_object with tools", chat(response_format={"type": "json_object"}, tools=[{
-        "type": "function", "function": {"name": "f"}}]), "response_format", "tools"),
     ("response_format unknown type", chat(response_format={"type": "yaml"}), "response_format.type", "text"),
     ("stream_options without stream", chat(stream_options={"include_usage": True}), "stream_options", "stream"),
     ("stream_options unknown key", chat(stream=True, stream_options={"include_cost": True}),

@@ -8,7 +8,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from models.grammar_vocabulary import grammar_vocabulary
-from models.response_format_grammar import ResponseGrammar, response_grammar
+from models.response_format_grammar import ResponseGrammar, TurnCalls, response_grammar
+from models.tool_call_grammar import hermes_call_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
@@ -22,7 +23,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def ids(tokenizer):
-    return {t: tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "<|im_end|>", "<tool_call>")}
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "<|im_end|>", "<tool_call>", "</tool_call>")}
 
 
 def _grammar(tokenizer, ids, thought_open=False, schema=SCHEMA) -> ResponseGrammar:
@@ -113,3 +114,72 @@ def test_single_token_thought_markers_are_found_once_from_the_tokenizer(tokenize
                                                                                       ids["</think>"])
     assert thought_tokens(None, encode) is None
     assert thought_tokens(SimpleNamespace(start="", end=""), encode) is None
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def _with_calls(tokenizer, ids, required=False) -> ResponseGrammar:
+    calls = TurnCalls(ids["<tool_call>"], ids["</tool_call>"], hermes_call_schema(WEATHER), required)
+    text = response_grammar(SCHEMA, (ids["<think>"], ids["</think>"]), False, calls)
+    return ResponseGrammar(text, grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]))
+
+
+def test_with_tools_offered_the_turn_may_call_them_instead_of_answering(tokenizer, ids):
+    grammar = _with_calls(tokenizer, ids)
+    _feed(grammar, tokenizer, "Weather first.", [ids["<think>"]])
+    _feed(grammar, tokenizer, "\n\n", [ids["</think>"]])
+    assert not _allowed(grammar, tokenizer.encode("Sure", add_special_tokens=False)[0])  # no prose
+    _feed(grammar, tokenizer, '\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n', [ids["<tool_call>"]])
+    _feed(grammar, tokenizer, '\n', [ids["</tool_call>"]])  # a parallel call may follow
+    _feed(grammar, tokenizer, '\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n', [ids["<tool_call>"]])
+    grammar.accept(ids["</tool_call>"])
+    assert _allowed(grammar, ids["<|im_end|>"])
+    assert not _allowed(grammar, ids["<tool_call>"])  # a newline separates parallel calls
+
+
+def test_a_call_in_a_json_answer_turn_must_name_an_offered_tool_and_fit_its_parameters(tokenizer, ids):
+    grammar = _with_calls(tokenizer, ids)
+    _feed(grammar, tokenizer, '\n{"name": "get_', [ids["<tool_call>"]])
+    assert not _allowed(grammar, tokenizer.encode("time", add_special_tokens=False)[0])
+    _feed(grammar, tokenizer, 'weather", "arguments": {"')
+    assert _allowed(grammar, tokenizer.encode("city", add_special_tokens=False)[0])
+    assert not _allowed(grammar, tokenizer.encode("n", add_special_tokens=False)[0])  # not get_weather's
+
+
+def test_with_tools_offered_the_answer_is_still_json_of_the_schema(tokenizer, ids):
+    grammar = _with_calls(tokenizer, ids)
+    _feed(grammar, tokenizer, '{"city": "Oslo", "n": 3}')
+    assert grammar.forced_token() == ids["<|im_end|>"]
+
+
+def test_when_a_call_is_required_the_json_answer_is_not_an_alternative(tokenizer, ids):
+    grammar = _with_calls(tokenizer, ids, required=True)
+    assert not _allowed(grammar, tokenizer.encode("{", add_special_tokens=False)[0])
+    assert _allowed(grammar, ids["<tool_call>"])
+
+
+def test_json_with_tools_is_one_turn_grammar_and_refused_by_name_without_a_call_grammar(tokenizer, ids):
+    from types import SimpleNamespace
+
+    from models.tool_call_grammar import CallGrammarVocabulary
+    from server.engine_params import _response_grammar, _tool_grammar
+    from server.errors import NotSupportedError
+    from server.protocol.chat import ChatCompletionRequest
+
+    req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                                "response_format": {"type": "json_object"}, "tools": WEATHER})
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]])
+    info = SimpleNamespace(grammars=grammars, thought_tokens=(ids["<think>"], ids["</think>"]), call_grammar=None,
+                           spec=SimpleNamespace(model_type="llama"))
+    state = SimpleNamespace(info=info)
+    with pytest.raises(NotSupportedError, match="together with tools") as refused:
+        _response_grammar(req, state, reasoning_open=False)
+    assert refused.value.param == "response_format"
+    info.call_grammar = CallGrammarVocabulary(grammars, ids["<tool_call>"], ids["</tool_call>"])
+    grammar = _response_grammar(req, state, reasoning_open=False)
+    assert "(answer | calls)" in grammar and "get_weather" in grammar
+    assert _tool_grammar(req, state) is None  # the turn's grammar already constrains the calls
+    none = req.model_copy(update={"tool_choice": "none"})
+    assert "calls" not in _response_grammar(none, state, reasoning_open=False)

@@ -243,9 +243,6 @@ class ChatCompletionRequest(SamplingFields):
         if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
             raise field_error("response_format.json_schema", "response_format json_schema needs a json_schema "
                               "object: {\"name\": ..., \"schema\": {...}}")
-        if fmt is not None and fmt.type != "text" and names and choice != "none":
-            raise field_error("response_format", f"response_format {fmt.type} together with tools is not supported "
-                              "yet: send tools or a JSON response_format, or tool_choice \"none\"")
         if choice == "required" and not names:
             raise field_error("tool_choice", "tool_choice 'required' needs at least one tool in tools")
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
