@@ -1,17 +1,20 @@
 """Schema-constrained tool calls: once the model opens a call, the call must fit one of the offered tools.
 
 What it is for: llama.cpp's lazy tool-call grammar. While the model writes
-freely (a thought, prose) nothing is constrained; the call opener token
-(`<tool_call>` for Hermes templates, the same single token the window
-anchors on) arms the grammar, and from there every token must keep the text
-a prefix of
+freely (a thought, prose) nothing is constrained; the family's call opener
+token (the same single token the window anchors on) arms the grammar, and
+from there every token must keep the text a prefix of one call block:
 
-    \\n{"name": <an offered tool>, "arguments": <an object of that tool's parameters schema>}\\n</tool_call>
+    hermes (Qwen):   <tool_call>\\n{"name": <offered tool>, "arguments": <its parameters>}\\n</tool_call>
+    mistral, list:   [TOOL_CALLS] [{"name": ..., "arguments": ..., "id"?: <9 letters/digits>}, ...]
+    mistral, v11:    [TOOL_CALLS]<offered tool>[ARGS]<its parameters>
 
-The closer disarms it; the next opener (a parallel call) arms it again. A
+The block's end (Hermes' closer token, the list's `]`, the v11 arguments'
+last brace) disarms it; the next opener (a parallel call) arms it again. A
 small model's call then always parses, names a tool the client offered, and
 has the arguments the schema requires, with the types and enums it gives.
-What the values say (which city, which number) stays the model's.
+What the values say (which city, which number) stays the model's. Llama 3's
+JSON calls have no opener token to arm on, so they stay unconstrained.
 
 Why it is shaped so: llguidance (the grammar engine llama.cpp and vLLM can
 use) derives the token mask from the tokenizer's own byte pieces, so any
@@ -40,55 +43,97 @@ from models.grammar_vocabulary import GrammarVocabulary, Mask
 
 @dataclass(frozen=True)
 class CallGrammarVocabulary:
-    """What a checkpoint needs for call grammars: its grammars, and the single-token opener and
-    closer of its Hermes calls."""
+    """What a checkpoint needs for call grammars: its grammars, its call format, and the single-token
+    markers that format's blocks use: the opener always, Hermes' closer, Mistral v11's `[ARGS]`
+    (None: the list form)."""
 
     grammars: GrammarVocabulary
     opener: int
-    closer: int
+    closer: int | None
+    format: str = "hermes"
+    args: int | None = None
 
 
 def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str | None, opener: int | None,
                             encode: Callable[[str], Sequence[int]]) -> CallGrammarVocabulary | None:
     """The vocabulary for call grammars, or None when this checkpoint cannot have them: a format
-    other than Hermes (the grammar is Hermes' shape), no single-token opener (`opener`: the family's
-    call opener as the window's anchor token, scheduler/window.resolve_anchor_token) or closer (the
-    grammar arms and ends on token ids), or no grammars at all (models/grammar_vocabulary.py)."""
-    if call_format != "hermes" or grammars is None or opener is None:
+    without a grammar here (Llama 3's JSON, or none), no single-token opener (`opener`: the family's
+    call opener as the window's anchor token, scheduler/window.resolve_anchor_token), a Hermes closer
+    that is not one token (the grammar ends on token ids), or no grammars at all
+    (models/grammar_vocabulary.py). A Mistral tokenizer with `[ARGS]` as one token writes v11 calls."""
+    if grammars is None or opener is None:
         return None
-    closer = encode("</tool_call>")
-    if len(closer) != 1:
-        return None
-    return CallGrammarVocabulary(grammars, opener, closer[0])
+    if call_format == "hermes":
+        closer = encode("</tool_call>")
+        return CallGrammarVocabulary(grammars, opener, closer[0]) if len(closer) == 1 else None
+    if call_format == "mistral":
+        args = encode("[ARGS]")
+        return CallGrammarVocabulary(grammars, opener, None, "mistral", args[0] if len(args) == 1 else None)
+    return None
 
 
-def hermes_call_schema(tools: Sequence[dict]) -> dict:
-    """JSON schema of one Hermes call's body, `{"name": ..., "arguments": {...}}`, for any of `tools`.
+def call_grammar(tools: Sequence[dict], vocabulary: CallGrammarVocabulary) -> str:
+    """Lark grammar for what follows the opener in `vocabulary`'s format, for calls of `tools`."""
+    if vocabulary.format == "hermes":
+        return hermes_call_grammar(tools, vocabulary.closer)
+    if vocabulary.args is not None:
+        return mistral_named_call_grammar(tools, vocabulary.args)
+    return mistral_list_call_grammar(tools)
 
-    `tools` are OpenAI tool definitions; a function without `parameters` takes any object (OpenAI
-    treats it as taking none, and a client may still describe its arguments in prose). Declared
-    properties are the only ones, unless the schema says `additionalProperties` itself.
-    """
+
+def _parameters(function: dict) -> dict:
+    """A function's arguments schema: any object without `parameters` (OpenAI treats it as taking none,
+    and a client may still describe its arguments in prose); declared properties are the only ones,
+    unless the schema says `additionalProperties` itself."""
+    parameters = function.get("parameters") or {"type": "object"}
+    if "properties" in parameters and "additionalProperties" not in parameters:
+        # Arguments the tool does not declare are a call its executor rejects (OpenAI's strict
+        # mode says the same); JSON Schema's own default would let a model invent keys.
+        parameters = {**parameters, "additionalProperties": False}
+    return parameters
+
+
+# The separators json.dumps and the templates' tojson write, and no other whitespace: a model
+# trained on rendered calls writes exactly these, and a random or confused one cannot wander
+# off into tabs and newlines between keys.
+_DUMPS_SEPARATORS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+def hermes_call_schema(tools: Sequence[dict], call_id: bool = False) -> dict:
+    """JSON schema of one call object, `{"name": ..., "arguments": {...}}`, for any of `tools`
+    (OpenAI tool definitions); `call_id`: Mistral's optional 9-character `"id"` may follow."""
     alternatives = []
     for tool in tools:
         function = tool["function"]
-        parameters = function.get("parameters") or {"type": "object"}
-        if "properties" in parameters and "additionalProperties" not in parameters:
-            # Arguments the tool does not declare are a call its executor rejects (OpenAI's strict
-            # mode says the same); JSON Schema's own default would let a model invent keys.
-            parameters = {**parameters, "additionalProperties": False}
+        properties = {"name": {"const": function["name"]}, "arguments": _parameters(function)}
+        if call_id:
+            properties["id"] = {"type": "string", "pattern": "^[A-Za-z0-9]{9}$"}
         alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
-                             "properties": {"name": {"const": function["name"]}, "arguments": parameters}})
-    # The separators json.dumps and the templates' tojson write, and no other whitespace: a model
-    # trained on rendered calls writes exactly these, and a random or confused one cannot wander
-    # off into tabs and newlines between keys.
-    return {"anyOf": alternatives,
-            "x-guidance": {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}}
+                             "properties": properties})
+    return {"anyOf": alternatives, "x-guidance": _DUMPS_SEPARATORS}
 
 
 def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
     """Lark grammar for what follows the opener: newline, one call as JSON, newline, the closer token."""
     return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(hermes_call_schema(tools))}\n'
+
+
+def mistral_list_call_grammar(tools: Sequence[dict]) -> str:
+    """Lark grammar for what follows `[TOOL_CALLS]` in the list form: a JSON list of call objects
+    (v3 templates write a space before it; the forced prefix of a named tool_choice does not)."""
+    call = json.dumps(hermes_call_schema(tools, call_id=True))
+    return f'start: " "? "[" call (", " call)* "]"\ncall: %json {call}\n'
+
+
+def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
+    """Lark grammar for what follows `[TOOL_CALLS]` in the v11 form: an offered tool's name, the
+    `[ARGS]` token, then that tool's arguments object."""
+    rules = []
+    for i, tool in enumerate(tools):
+        function = tool["function"]
+        schema = {**_parameters(function), "x-guidance": _DUMPS_SEPARATORS}
+        rules.append(f"call{i}: {json.dumps(function['name'])} <[{args}]> args{i}\nargs{i}: %json {json.dumps(schema)}")
+    return "start: " + " | ".join(f"call{i}" for i in range(len(tools))) + "\n" + "\n".join(rules) + "\n"
 
 
 class ToolCallGrammar:
@@ -123,5 +168,5 @@ class ToolCallGrammar:
                 self._matcher = None if matcher.is_error() else matcher
             return
         if not self._matcher.consume_token(token) or self._matcher.is_stopped():
-            # Stopped: the closer ended the call. Refused: a forced token the grammar did not allow.
+            # Stopped: the block's end ended the call. Refused: a forced token the grammar did not allow.
             self._matcher = None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
 from models.response_format_grammar import TurnCalls, response_grammar
-from models.tool_call_grammar import hermes_call_grammar, hermes_call_schema
+from models.tool_call_grammar import call_grammar, hermes_call_schema
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
 
@@ -114,7 +114,7 @@ def _tool_grammar(req, state) -> str | None:
     offered = _offered_tools(req)
     if vocabulary is None or not offered or _json_response_schema(req) is not None:
         return None  # (a JSON response_format's grammar constrains the whole turn, calls included)
-    grammar = hermes_call_grammar(offered, vocabulary.closer)
+    grammar = call_grammar(offered, vocabulary)
     error = vocabulary.grammars.error(grammar)
     if error is not None:
         log.warning("tool calls of this request are not constrained: %s", error)
@@ -169,11 +169,11 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
     if not offered:
         return None
     vocabulary = info.call_grammar
-    if vocabulary is None:
-        raise NotSupportedError(f"response_format {fmt_type} together with tools needs the tool-call grammar, and "
-                                f"this checkpoint ({info.spec.model_type}) has none (Hermes calls with single-token "
-                                "markers only) or the server runs with --no-tool-call-grammar: send tools or a JSON "
-                                "response_format, or tool_choice \"none\"", param="response_format")
+    if vocabulary is None or vocabulary.format != "hermes":
+        raise NotSupportedError(f"response_format {fmt_type} together with tools needs the Hermes tool-call "
+                                f"grammar, and this checkpoint ({info.spec.model_type}) has none (Hermes calls with "
+                                "single-token markers only) or the server runs with --no-tool-call-grammar: send "
+                                "tools or a JSON response_format, or tool_choice \"none\"", param="response_format")
     required = getattr(req, "tool_choice", None) not in (None, "auto")
     return TurnCalls(vocabulary.opener, vocabulary.closer, hermes_call_schema(offered), required)
 

@@ -55,3 +55,18 @@ def test_a_named_tool_choice_gets_that_tools_schema(client):
         temperature=1.0, seed=4, max_tokens=80, extra_body=NO_THINKING)
     [call] = reply.choices[0].message.tool_calls
     assert call.function.name == "ping" and _fits(call), call
+
+
+@pytest.fixture(scope="module")
+def mistral_client(tiny_checkpoint):
+    with live_server(tiny_checkpoint("mistral")) as server:
+        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_random_mistral_models_required_call_fits_an_offered_schema_too(mistral_client, seed):
+    reply = mistral_client.chat.completions.create(
+        model=mistral_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80)
+    calls = reply.choices[0].message.tool_calls
+    assert calls and all(_fits(call) for call in calls), reply.choices[0]

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from models.grammar_vocabulary import grammar_vocabulary
 from models.sampler import new_state, sample
-from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary, hermes_call_grammar
+from models.tool_call_grammar import ToolCallGrammar, call_grammar, call_grammar_vocabulary, hermes_call_grammar
 from scheduler.sampling_params import SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,11 +144,11 @@ def test_a_schema_the_engine_cannot_compile_is_reported_not_raised(vocabulary):
     assert vocabulary.grammars.error(hermes_call_grammar(TOOLS, vocabulary.closer)) is None
 
 
-def test_only_hermes_checkpoints_with_single_token_markers_get_a_grammar(tokenizer):
+def test_only_known_formats_with_single_token_markers_get_a_grammar(tokenizer):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
     readable = grammar_vocabulary(tokenizer, len(tokenizer), [2])
     opener = tokenizer.convert_tokens_to_ids("<tool_call>")
-    assert call_grammar_vocabulary(readable, "mistral", opener, encode) is None
+    assert call_grammar_vocabulary(readable, "llama3_json", opener, encode) is None  # no opener token to arm on
     assert call_grammar_vocabulary(readable, None, opener, encode) is None
     assert call_grammar_vocabulary(None, "hermes", opener, encode) is None
     assert call_grammar_vocabulary(readable, "hermes", None, encode) is None  # the opener is not one token
@@ -166,3 +166,52 @@ def test_the_end_of_turn_is_the_tokenizers_own_eos_when_the_engine_stops_on_it(t
     own = tokenizer.eos_token_id
     assert grammar_vocabulary(tokenizer, len(tokenizer), [7, own]).end_of_turn == own
     assert grammar_vocabulary(tokenizer, len(tokenizer), [7, 8]).end_of_turn == 7
+
+
+@pytest.fixture(scope="module")
+def mistral_tokenizer(tiny_checkpoint):
+    return AutoTokenizer.from_pretrained(tiny_checkpoint("mistral"))
+
+
+def _mistral_vocabulary(tokenizer):
+    encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer), [tokenizer.eos_token_id])
+    found = call_grammar_vocabulary(grammars, "mistral", tokenizer.convert_tokens_to_ids("[TOOL_CALLS]"), encode)
+    assert found is not None
+    return found
+
+
+def test_a_mistral_list_call_fits_the_offered_tools_and_its_closing_bracket_disarms_the_grammar(mistral_tokenizer):
+    vocabulary = _mistral_vocabulary(mistral_tokenizer)
+    assert vocabulary.format == "mistral" and vocabulary.args is None  # no [ARGS] token: the list form
+    grammar = ToolCallGrammar(call_grammar(TOOLS, vocabulary), vocabulary)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(mistral_tokenizer, ' [{"name": "get_time", "arguments": {"city": "Oslo"}, "id": "a1b2c3d4e"}, '
+                                           '{"name": "calculate", "arguments": {"a": 1, "op": "+", "b": 2}}]'))
+    assert not grammar.armed
+
+
+def test_a_mistral_list_call_cannot_name_a_tool_that_was_not_offered(mistral_tokenizer):
+    vocabulary = _mistral_vocabulary(mistral_tokenizer)
+    grammar = ToolCallGrammar(call_grammar(TOOLS, vocabulary), vocabulary)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(mistral_tokenizer, '[{"name": "'))
+    texts = {mistral_tokenizer.decode([t]) for t in _allowed(grammar)}
+    names = [tool["function"]["name"] for tool in TOOLS]
+    assert texts and all(any(name.startswith(text) for name in names) for text in texts), texts
+
+
+def test_a_v11_mistral_call_is_an_offered_name_then_args_then_that_tools_arguments(mistral_tokenizer):
+    from tokenizers import AddedToken
+
+    v11 = AutoTokenizer.from_pretrained(mistral_tokenizer.name_or_path)
+    v11.add_tokens([AddedToken("[ARGS]", special=True, normalized=False)])
+    vocabulary = _mistral_vocabulary(v11)
+    assert vocabulary.args == v11.convert_tokens_to_ids("[ARGS]")
+    grammar = ToolCallGrammar(call_grammar(TOOLS, vocabulary), vocabulary)
+    grammar.accept(vocabulary.opener)
+    assert vocabulary.args not in _allowed(grammar)  # a name comes first
+    _feed(grammar, _ids(v11, "get_weather") + [vocabulary.args])
+    assert _ids(v11, '{"')[0] in _allowed(grammar)
+    _feed(grammar, _ids(v11, '{"city": "Oslo"}'))
+    assert not grammar.armed  # the arguments' last brace ends the call; the next [TOOL_CALLS] opens another
