@@ -30,6 +30,10 @@ _CALL_PREFIX = {
     "mistral": ("[TOOL_CALLS]", '[TOOL_CALLS][{{"name": "{name}", "arguments": '),
 }
 
+# Mistral v11 tokenizers (an `[ARGS]` token) write `[TOOL_CALLS]name[ARGS]{...}` instead of the list.
+_MISTRAL_ARGS = "[ARGS]"
+_MISTRAL_V11_NAMED = "[TOOL_CALLS]{name}[ARGS]"
+
 
 def generation_defaults(model_dir: Path) -> dict:
     path = Path(model_dir) / "generation_config.json"
@@ -75,8 +79,10 @@ def _forced_tool_call(req, state, reasoning_open: bool):
             f"tool_choice {choice if isinstance(choice, str) else 'with a named function'} needs a known "
             f"tool-call format, and this checkpoint's family ({info.spec.model_type}) has none", param="tool_choice")
     bare, named = _CALL_PREFIX[fmt]
-    text = bare if isinstance(choice, str) else named.format(name=choice.function.name)
     encode = lambda t: tuple(state.tokenizer.encode(t, add_special_tokens=False))  # noqa: E731
+    if fmt == "mistral" and len(encode(_MISTRAL_ARGS)) == 1:
+        named = _MISTRAL_V11_NAMED  # a v11 tokenizer: its model names the function before [ARGS]
+    text = bare if isinstance(choice, str) else named.format(name=choice.function.name)
     wait: tuple[int, ...] = ()
     message: tuple[int, ...] = ()
     if reasoning_open and info.reasoning is not None and info.reasoning.end:

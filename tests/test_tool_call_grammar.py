@@ -215,3 +215,24 @@ def test_a_v11_mistral_call_is_an_offered_name_then_args_then_that_tools_argumen
     assert _ids(v11, '{"')[0] in _allowed(grammar)
     _feed(grammar, _ids(v11, '{"city": "Oslo"}'))
     assert not grammar.armed  # the arguments' last brace ends the call; the next [TOOL_CALLS] opens another
+
+
+def test_a_named_tool_choice_on_a_v11_mistral_tokenizer_forces_the_name_then_args(mistral_tokenizer):
+    from types import SimpleNamespace
+
+    from tokenizers import AddedToken
+
+    from server.engine_params import _forced_tool_call
+    from server.protocol.chat import ChatCompletionRequest
+
+    req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                                "tools": TOOLS, "tool_choice": {"type": "function",
+                                                                                "function": {"name": "get_time"}}})
+    info = SimpleNamespace(family=SimpleNamespace(tool_call_format="mistral"), reasoning=None)
+    list_form = SimpleNamespace(info=info, tokenizer=mistral_tokenizer)
+    forced, _, _ = _forced_tool_call(req, list_form, reasoning_open=False)
+    assert mistral_tokenizer.decode(forced).startswith('[TOOL_CALLS][{"name": "get_time", "arguments": ')
+    v11 = AutoTokenizer.from_pretrained(mistral_tokenizer.name_or_path)
+    v11.add_tokens([AddedToken("[ARGS]", special=True, normalized=False)])
+    forced, _, _ = _forced_tool_call(req, SimpleNamespace(info=info, tokenizer=v11), reasoning_open=False)
+    assert v11.decode(forced) == "[TOOL_CALLS]get_time[ARGS]"
