@@ -40,12 +40,14 @@ JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
 class TurnCalls:
     """Tool calls a JSON-answer turn may make instead of answering: Hermes calls, each
     `<opener>\\n{call JSON}\\n<closer>` (the call's schema: tool_call_grammar.hermes_call_schema),
-    parallel ones a newline apart. `required`: the turn must call (tool_choice "required" or named)."""
+    parallel ones a newline apart. `required`: the turn must call (tool_choice "required" or named).
+    `single`: one call at most (parallel_tool_calls false)."""
 
     opener: int
     closer: int
     schema: dict
     required: bool = False
+    single: bool = False
 
 
 def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open: bool,
@@ -63,7 +65,7 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
     turn = "answer"
     if calls is not None:
         turn = "calls" if calls.required else "(answer | calls)"
-        lines += ['calls: call_block ("\\n" call_block)*',
+        lines += ["calls: call_block" + ("" if calls.single else ' ("\\n" call_block)*'),
                   f'call_block: <[{calls.opener}]> "\\n" call "\\n" <[{calls.closer}]>',
                   f"call: %json {json.dumps(calls.schema)}"]
     if thought is None:

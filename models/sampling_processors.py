@@ -6,10 +6,12 @@ budget machine (message + closer once the budget is spent) and the
 tool-choice forcer (the call's prefix once the thought closes). The sampler
 takes the first forced token it is offered, and a processor handed a token
 other than the one it forces raises -- so the two must never force at once.
-The grammars (tool call, response format) mask; the response grammar also
-forces the end of turn once its JSON is complete, which no tool-choice
-forcer accompanies (a JSON response_format with tools is refused at the
-route) and which comes after any thought, so after the budget is done. A
+The grammars (tool call, response format) mask; each may also force one
+token, the end of turn, once its turn is complete: the response grammar
+after its JSON answer or its calls, the call grammar after the one call
+`parallel_tool_calls: false` allows. Neither clashes with the other two:
+both come after any thought closed, so after the budget is done, and after
+the forcer's prefix (the call it forced is the one that just completed). A
 grammar handed a token it refuses stands down instead of raising.
 
 Why it is shaped so: the budget machine goes first, and while it counts it

@@ -10,7 +10,9 @@ from there every token must keep the text a prefix of one call block:
     mistral, v11:    [TOOL_CALLS]<offered tool>[ARGS]<its parameters>
 
 The block's end (Hermes' closer token, the list's `]`, the v11 arguments'
-last brace) disarms it; the next opener (a parallel call) arms it again. A
+last brace) disarms it; the next opener (a parallel call) arms it again --
+unless the request says `parallel_tool_calls: false`: then the end of turn
+is forced after the first call, and the list form holds one call. A
 small model's call then always parses, names a tool the client offered, and
 has the arguments the schema requires, with the types and enums it gives.
 What the values say (which city, which number) stays the model's. Llama 3's
@@ -72,13 +74,14 @@ def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str
     return None
 
 
-def call_grammar(tools: Sequence[dict], vocabulary: CallGrammarVocabulary) -> str:
-    """Lark grammar for what follows the opener in `vocabulary`'s format, for calls of `tools`."""
+def call_grammar(tools: Sequence[dict], vocabulary: CallGrammarVocabulary, single: bool = False) -> str:
+    """Lark grammar for what follows the opener in `vocabulary`'s format, for calls of `tools`;
+    `single`: one call in all (a Hermes or v11 block holds one anyway; ToolCallGrammar ends the turn)."""
     if vocabulary.format == "hermes":
         return hermes_call_grammar(tools, vocabulary.closer)
     if vocabulary.args is not None:
         return mistral_named_call_grammar(tools, vocabulary.args)
-    return mistral_list_call_grammar(tools)
+    return mistral_list_call_grammar(tools, single)
 
 
 def _parameters(function: dict) -> dict:
@@ -118,11 +121,13 @@ def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
     return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(hermes_call_schema(tools))}\n'
 
 
-def mistral_list_call_grammar(tools: Sequence[dict]) -> str:
+def mistral_list_call_grammar(tools: Sequence[dict], single: bool = False) -> str:
     """Lark grammar for what follows `[TOOL_CALLS]` in the list form: a JSON list of call objects
-    (v3 templates write a space before it; the forced prefix of a named tool_choice does not)."""
+    (v3 templates write a space before it; the forced prefix of a named tool_choice does not);
+    `single`: a list of one (parallel_tool_calls false)."""
     call = json.dumps(hermes_call_schema(tools, call_id=True))
-    return f'start: " "? "[" call (", " call)* "]"\ncall: %json {call}\n'
+    more = "" if single else ' (", " call)*'
+    return f'start: " "? "[" call{more} "]"\ncall: %json {call}\n'
 
 
 def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
@@ -137,20 +142,26 @@ def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
 
 
 class ToolCallGrammar:
-    """One sequence's lazy call grammar: `allowed_tokens()` before sampling, `accept(token)` after."""
+    """One sequence's lazy call grammar: `allowed_tokens()` before sampling, `accept(token)` after.
 
-    def __init__(self, grammar: str, vocabulary: CallGrammarVocabulary) -> None:
+    `single` (the request's `parallel_tool_calls: false`): the first call the grammar completes ends
+    the turn -- the end-of-turn token is forced right after it, as llama.cpp's grammar for one call
+    ends the generation there -- so no second call is written only to be dropped."""
+
+    def __init__(self, grammar: str, vocabulary: CallGrammarVocabulary, single: bool = False) -> None:
         self._grammar = grammar
         self._vocabulary = vocabulary
         self._matcher: llguidance.LLMatcher | None = None
         self._mask = Mask(vocabulary.grammars.tokenizer)
+        self._end_of_turn = vocabulary.grammars.end_of_turn if single else None
+        self._ending = False  # a single call is complete: the end of turn is forced next
 
     @property
     def armed(self) -> bool:
         return self._matcher is not None
 
     def forced_token(self) -> int | None:
-        return None
+        return self._end_of_turn if self._ending else None
 
     def allowed_tokens(self) -> np.ndarray | None:
         """While a call is open: the tokens that keep it valid, as a bitmask [ceil(vocab / 32)] int32
@@ -161,12 +172,18 @@ class ToolCallGrammar:
         return allowed
 
     def accept(self, token: int) -> None:
+        if self._ending:
+            self._ending = False  # the forced end of turn (or whatever another processor forced)
+            return
         if self._matcher is None:
             if token == self._vocabulary.opener:
                 # A fresh copy per call: one in an error state stays there, and reset() keeps it so.
                 matcher = self._vocabulary.grammars.compiled(self._grammar)
                 self._matcher = None if matcher.is_error() else matcher
             return
-        if not self._matcher.consume_token(token) or self._matcher.is_stopped():
-            # Stopped: the block's end ended the call. Refused: a forced token the grammar did not allow.
+        if not self._matcher.consume_token(token):
+            self._matcher = None  # a forced token the grammar did not allow: stand down
+        elif self._matcher.is_stopped():
+            # The block's end ended the call; with `single`, the turn ends with it.
             self._matcher = None
+            self._ending = self._end_of_turn is not None and token != self._end_of_turn

@@ -49,6 +49,8 @@ class SamplingParams:
     forced_tool_call: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
     # The grammar a tool call must fit once the model opens one (models/tool_call_grammar.py), or None.
     tool_grammar: str | None = None
+    # parallel_tool_calls false: the tool grammar ends the turn after its first call.
+    single_tool_call: bool = False
     # The grammar of the whole turn for response_format json_object / json_schema
     # (models/response_format_grammar.py), or None.
     response_grammar: str | None = None

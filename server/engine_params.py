@@ -120,12 +120,25 @@ def _tool_grammar(req, state) -> str | None:
     offered = _offered_tools(req)
     if vocabulary is None or not offered or _json_response_schema(req) is not None:
         return None  # (a JSON response_format's grammar constrains the whole turn, calls included)
-    grammar = call_grammar(offered, vocabulary)
+    grammar = call_grammar(offered, vocabulary, _single_call(req))
     error = vocabulary.grammars.error(grammar)
     if error is not None:
         log.warning("tool calls of this request are not constrained: %s", error)
         return None
     return grammar
+
+
+def _single_call(req) -> bool:
+    return getattr(req, "parallel_tool_calls", None) is False
+
+
+def _uncompilable_tool(offered: list[dict], vocabulary) -> tuple[int, str] | None:
+    """The first offered tool whose parameters llguidance cannot compile, and why, or None."""
+    for i, tool in enumerate(offered):
+        error = vocabulary.grammars.error(call_grammar([tool], vocabulary))
+        if error is not None:
+            return i, error
+    return None
 
 
 def thought_tokens(reasoning, encode) -> tuple[int, int] | None:
@@ -180,8 +193,18 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
                                 f"grammar, and this checkpoint ({info.spec.model_type}) has none (Hermes calls with "
                                 "single-token markers only) or the server runs with --no-tool-call-grammar: send "
                                 "tools or a JSON response_format, or tool_choice \"none\"", param="response_format")
+    bad = _uncompilable_tool(offered, vocabulary)
+    if bad is not None:
+        # The calls are part of the one turn grammar, so they cannot be left unconstrained as they are
+        # without a response_format: the tool's schema is refused by name instead of blamed on the format.
+        i, error = bad
+        name = offered[i]["function"]["name"]
+        index = next(j for j, tool in enumerate(req.tools) if tool.function.name == name)
+        param = f"tools.{index}.function.parameters"
+        raise InvalidRequestError(f"{param} cannot be enforced together with response_format {fmt_type}: {error}",
+                                  param=param)
     required = getattr(req, "tool_choice", None) not in (None, "auto")
-    return TurnCalls(vocabulary.opener, vocabulary.closer, hermes_call_schema(offered), required)
+    return TurnCalls(vocabulary.opener, vocabulary.closer, hermes_call_schema(offered), required, _single_call(req))
 
 
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,
@@ -225,5 +248,6 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         reasoning_budget=_budget_plan(req, state, prompt_text),
         forced_tool_call=_forced_tool_call(req, state, reasoning_open),
         tool_grammar=_tool_grammar(req, state),
+        single_tool_call=_single_call(req),
         response_grammar=_response_grammar(req, state, reasoning_open),
     )

@@ -178,7 +178,7 @@ def build_runtime(s: ServeSettings):
         ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
         masks = []
         if seq.params.tool_grammar and call_vocabulary is not None:
-            masks.append(ToolCallGrammar(seq.params.tool_grammar, call_vocabulary))
+            masks.append(ToolCallGrammar(seq.params.tool_grammar, call_vocabulary, seq.params.single_tool_call))
         if seq.params.response_grammar and grammars is not None:
             masks.append(ResponseGrammar(seq.params.response_grammar, grammars))
         return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes,

@@ -70,3 +70,25 @@ def test_a_random_mistral_models_required_call_fits_an_offered_schema_too(mistra
         tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80)
     calls = reply.choices[0].message.tool_calls
     assert calls and all(_fits(call) for call in calls), reply.choices[0]
+
+
+def test_with_parallel_tool_calls_false_the_turn_ends_with_its_first_call(client, tiny_checkpoint):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint("qwen3"))
+    closer, end = tokenizer.convert_tokens_to_ids("</tool_call>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def ask(**extra):
+        return client.chat.completions.create(
+            model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+            tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=5, max_tokens=80,
+            extra_body={**NO_THINKING, "return_token_ids": True}, **extra).choices[0]
+
+    single = ask(parallel_tool_calls=False)
+    ids = single.model_extra["token_ids"]
+    assert ids[-2:] == [closer, end] and ids.count(closer) == 1, tokenizer.decode(ids)
+    [call] = single.message.tool_calls
+    assert _fits(call) and single.finish_reason == "tool_calls"
+    free = ask()  # the same draw without the limit: the random model writes on after its call
+    assert free.model_extra["token_ids"][: len(ids) - 1] == ids[:-1]
+    assert len(free.model_extra["token_ids"]) > len(ids)

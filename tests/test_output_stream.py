@@ -41,6 +41,7 @@ FIXTURES = [
      'Checking. [TOOL_CALLS] [{"name": "a", "arguments": {"x": 1}, "id": "abcdefghi"}, {"name": "b", "arguments": {}}] ok'),
     (None, "mistral", False, '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS] {}'),
     (None, "mistral", False, "[TOOL_CALLS]bad name[ARGS]{}"),
+    (None, "mistral", False, '[TOOL_CALLS]ns:get.weather-2[ARGS]{"city": "Paris"}'),
     (None, "mistral", False, "[TOOL_CALLS][]"),
     (None, "mistral", False, "[TOOL_CALLS]f[ARG"),
     ("think", None, False, "<think>plain reasoning</think>plain answer"),

@@ -84,6 +84,8 @@ CASES = [
      '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]t[ARGS]{}', "", [call("get_weather", W), call("t")]),
     ("mistral: v11 with whitespace after the marker", "mistral",
      '[TOOL_CALLS] get_weather[ARGS] {"city":"Paris"}', "", [call("get_weather", W)]),
+    ("mistral: a v11 name may hold every character a tool name may (: . -)", "mistral",
+     '[TOOL_CALLS]ns:get.weather-2[ARGS]{"city": "Paris"}', "", [call("ns:get.weather-2", W)]),
     ("mistral: a bad function name stays content", "mistral",
      '[TOOL_CALLS]get weather[ARGS]{}', '[TOOL_CALLS]get weather[ARGS]{}', []),
     ("mistral: an empty list is not a call", "mistral", "[TOOL_CALLS][]", "[TOOL_CALLS][]", []),

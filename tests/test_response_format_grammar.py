@@ -120,8 +120,8 @@ WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters"
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
 
-def _with_calls(tokenizer, ids, required=False) -> ResponseGrammar:
-    calls = TurnCalls(ids["<tool_call>"], ids["</tool_call>"], hermes_call_schema(WEATHER), required)
+def _with_calls(tokenizer, ids, required=False, single=False) -> ResponseGrammar:
+    calls = TurnCalls(ids["<tool_call>"], ids["</tool_call>"], hermes_call_schema(WEATHER), required, single)
     text = response_grammar(SCHEMA, (ids["<think>"], ids["</think>"]), False, calls)
     return ResponseGrammar(text, grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]))
 
@@ -137,6 +137,13 @@ def test_with_tools_offered_the_turn_may_call_them_instead_of_answering(tokenize
     grammar.accept(ids["</tool_call>"])
     assert _allowed(grammar, ids["<|im_end|>"])
     assert not _allowed(grammar, ids["<tool_call>"])  # a newline separates parallel calls
+
+
+def test_with_parallel_tool_calls_false_a_json_answer_turn_ends_after_one_call(tokenizer, ids):
+    grammar = _with_calls(tokenizer, ids, single=True)
+    _feed(grammar, tokenizer, '\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n', [ids["<tool_call>"]])
+    grammar.accept(ids["</tool_call>"])
+    assert grammar.allowed_tokens() is None and grammar.forced_token() == ids["<|im_end|>"]
 
 
 def test_a_call_in_a_json_answer_turn_must_name_an_offered_tool_and_fit_its_parameters(tokenizer, ids):
@@ -183,3 +190,24 @@ def test_json_with_tools_is_one_turn_grammar_and_refused_by_name_without_a_call_
     assert _tool_grammar(req, state) is None  # the turn's grammar already constrains the calls
     none = req.model_copy(update={"tool_choice": "none"})
     assert "calls" not in _response_grammar(none, state, reasoning_open=False)
+
+
+def test_a_tool_schema_the_engine_cannot_enforce_is_refused_by_its_own_field_not_the_formats(tokenizer, ids):
+    from types import SimpleNamespace
+
+    from models.tool_call_grammar import CallGrammarVocabulary
+    from server.engine_params import _response_grammar
+    from server.errors import InvalidRequestError
+    from server.protocol.chat import ChatCompletionRequest
+
+    odd = {"type": "function", "function": {"name": "odd", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}}
+    req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                                "response_format": {"type": "json_object"}, "tools": WEATHER + [odd]})
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]])
+    info = SimpleNamespace(grammars=grammars, thought_tokens=(ids["<think>"], ids["</think>"]),
+                           call_grammar=CallGrammarVocabulary(grammars, ids["<tool_call>"], ids["</tool_call>"]),
+                           spec=SimpleNamespace(model_type="qwen3"))
+    with pytest.raises(InvalidRequestError, match="look-around") as refused:
+        _response_grammar(req, SimpleNamespace(info=info), reasoning_open=False)
+    assert refused.value.param == "tools.1.function.parameters"

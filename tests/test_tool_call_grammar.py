@@ -107,6 +107,21 @@ def test_a_second_opener_arms_the_grammar_again_for_a_parallel_call(tokenizer, v
     assert not grammar.armed
 
 
+def test_with_parallel_tool_calls_false_the_turn_ends_right_after_the_first_call(tokenizer, vocabulary):
+    call = _ids(tokenizer, '\n{"name": "get_time", "arguments": {"city": "Oslo"}}\n') + [vocabulary.closer]
+    single = ToolCallGrammar(hermes_call_grammar(TOOLS, vocabulary.closer), vocabulary, single=True)
+    single.accept(vocabulary.opener)
+    _feed(single, call)
+    end = vocabulary.grammars.end_of_turn
+    assert single.forced_token() == end
+    single.accept(end)
+    assert single.forced_token() is None
+    parallel = _grammar(vocabulary)
+    parallel.accept(vocabulary.opener)
+    _feed(parallel, call)
+    assert parallel.forced_token() is None  # a second call may follow
+
+
 def test_a_forced_token_the_grammar_refuses_disarms_it_rather_than_failing_the_request(tokenizer, vocabulary):
     grammar = _grammar(vocabulary)
     grammar.accept(vocabulary.opener)
@@ -191,6 +206,16 @@ def test_a_mistral_list_call_fits_the_offered_tools_and_its_closing_bracket_disa
     assert not grammar.armed
 
 
+def test_with_parallel_tool_calls_false_a_mistral_list_holds_one_call(mistral_tokenizer):
+    vocabulary = _mistral_vocabulary(mistral_tokenizer)
+    grammar = ToolCallGrammar(call_grammar(TOOLS, vocabulary, single=True), vocabulary, single=True)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(mistral_tokenizer, '[{"name": "get_time", "arguments": {"city": "Oslo"}}'))
+    assert _ids(mistral_tokenizer, ",")[0] not in _allowed(grammar)
+    _feed(grammar, _ids(mistral_tokenizer, "]"))
+    assert grammar.forced_token() == vocabulary.grammars.end_of_turn
+
+
 def test_a_mistral_list_call_cannot_name_a_tool_that_was_not_offered(mistral_tokenizer):
     vocabulary = _mistral_vocabulary(mistral_tokenizer)
     grammar = ToolCallGrammar(call_grammar(TOOLS, vocabulary), vocabulary)
@@ -215,6 +240,26 @@ def test_a_v11_mistral_call_is_an_offered_name_then_args_then_that_tools_argumen
     assert _ids(v11, '{"')[0] in _allowed(grammar)
     _feed(grammar, _ids(v11, '{"city": "Oslo"}'))
     assert not grammar.armed  # the arguments' last brace ends the call; the next [TOOL_CALLS] opens another
+
+
+def test_a_v11_call_the_grammar_accepts_reads_back_as_that_call_whatever_the_names_characters(mistral_tokenizer):
+    from tokenizers import AddedToken
+
+    from server.output import get_tool_parser
+
+    v11 = AutoTokenizer.from_pretrained(mistral_tokenizer.name_or_path)
+    v11.add_tokens([AddedToken("[ARGS]", special=True, normalized=False)])
+    vocabulary = _mistral_vocabulary(v11)
+    odd = [{"type": "function", "function": {"name": "ns:get.weather-2", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    grammar = ToolCallGrammar(call_grammar(odd, vocabulary), vocabulary)
+    written = [vocabulary.opener] + _ids(v11, "ns:get.weather-2") + [vocabulary.args] + _ids(v11, '{"city": "Oslo"}')
+    grammar.accept(written[0])
+    _feed(grammar, written[1:])
+    assert not grammar.armed
+    content, calls = get_tool_parser("mistral").parse(v11.decode(written))
+    assert content == "" and [(c.name, json.loads(c.arguments)) for c in calls] == [("ns:get.weather-2",
+                                                                                    {"city": "Oslo"})]
 
 
 def test_a_named_tool_choice_on_a_v11_mistral_tokenizer_forces_the_name_then_args(mistral_tokenizer):

@@ -23,6 +23,7 @@ from typing import ClassVar
 from server.output.call_json import decode_call_object
 from server.output.json_stream import DECODER, canonical_json
 from server.output.tool_calls import (
+    FUNCTION_NAME_CHARS,
     BlockResult,
     ParsedToolCall,
     ToolCallParser,
@@ -34,7 +35,7 @@ from server.output.tool_stream import ToolCallStreamer
 
 OPEN = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
-_NAME = re.compile(r"[A-Za-z0-9_.\-]*")
+_NAME = re.compile(f"[{FUNCTION_NAME_CHARS}]*")
 
 
 def _read_list(text: str, pos: int) -> BlockResult:

@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 
+# The characters a function name may have: what the API accepts in `tools` (server/protocol/chat.py)
+# and so what a call grammar may make a model write; a format that reads a bare name (Mistral v11's
+# `name[ARGS]`) must read all of them, or a call the grammar forced comes back as content.
+FUNCTION_NAME_CHARS = r"A-Za-z0-9_.:\-"
+
 
 def new_call_id() -> str:
     """`call_` + 24 random alphanumerics, OpenAI's shape."""

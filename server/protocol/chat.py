@@ -33,6 +33,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationError, field_validator, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
+from server.output.tool_calls import FUNCTION_NAME_CHARS
 from server.protocol.common import (
     ResponseModel,
     SamplingFields,
@@ -157,7 +158,7 @@ class ChatMessage(WireModel):
 
 
 class FunctionDefinition(WireModel):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:\-]{1,128}$")]
+    name: Annotated[str, Field(pattern=f"^[{FUNCTION_NAME_CHARS}]{{1,128}}$")]
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
