@@ -69,9 +69,19 @@ def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str
         closer = encode("</tool_call>")
         return CallGrammarVocabulary(grammars, opener, closer[0]) if len(closer) == 1 else None
     if call_format == "mistral":
-        args = encode("[ARGS]")
-        return CallGrammarVocabulary(grammars, opener, None, "mistral", args[0] if len(args) == 1 else None)
+        return CallGrammarVocabulary(grammars, opener, None, "mistral", mistral_args_token(encode))
     return None
+
+
+MISTRAL_ARGS = "[ARGS]"
+
+
+def mistral_args_token(encode: Callable[[str], Sequence[int]]) -> int | None:
+    """`[ARGS]` as one token id -- a v11 Mistral tokenizer, whose model writes `[TOOL_CALLS]name[ARGS]{...}`
+    -- or None (the list form). Found once at load: the forced prefix of a named tool_choice needs it
+    too, with or without grammars (server/runtime.RuntimeInfo.mistral_args)."""
+    args = encode(MISTRAL_ARGS)
+    return args[0] if len(args) == 1 else None
 
 
 def call_grammar(tools: Sequence[dict], vocabulary: CallGrammarVocabulary, single: bool = False) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
 from models.response_format_grammar import TurnCalls, response_grammar
-from models.tool_call_grammar import call_grammar, hermes_call_schema
+from models.tool_call_grammar import MISTRAL_ARGS, call_grammar, hermes_call_schema
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
 
@@ -31,8 +31,7 @@ _CALL_PREFIX = {
 }
 
 # Mistral v11 tokenizers (an `[ARGS]` token) write `[TOOL_CALLS]name[ARGS]{...}` instead of the list.
-_MISTRAL_ARGS = "[ARGS]"
-_MISTRAL_V11_NAMED = "[TOOL_CALLS]{name}[ARGS]"
+_MISTRAL_V11_NAMED = "[TOOL_CALLS]{name}" + MISTRAL_ARGS
 
 
 def generation_defaults(model_dir: Path) -> dict:
@@ -80,7 +79,7 @@ def _forced_tool_call(req, state, reasoning_open: bool):
             f"tool-call format, and this checkpoint's family ({info.spec.model_type}) has none", param="tool_choice")
     bare, named = _CALL_PREFIX[fmt]
     encode = lambda t: tuple(state.tokenizer.encode(t, add_special_tokens=False))  # noqa: E731
-    if fmt == "mistral" and len(encode(_MISTRAL_ARGS)) == 1:
+    if fmt == "mistral" and info.mistral_args is not None:
         named = _MISTRAL_V11_NAMED  # a v11 tokenizer: its model names the function before [ARGS]
     text = bare if isinstance(choice, str) else named.format(name=choice.function.name)
     wait: tuple[int, ...] = ()

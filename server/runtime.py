@@ -61,6 +61,8 @@ class RuntimeInfo:
     grammars: GrammarVocabulary | None = None
     # The thought's opener and closer as single tokens, or None (engine_params.thought_tokens says when).
     thought_tokens: tuple[int, int] | None = None
+    # Mistral's `[ARGS]` as one token (a v11 tokenizer), or None (models/tool_call_grammar.mistral_args_token).
+    mistral_args: int | None = None
 
 
 def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
@@ -114,7 +116,7 @@ def build_runtime(s: ServeSettings):
     from models.sampling_processors import sampling_processors
     from models.grammar_vocabulary import grammar_vocabulary
     from models.response_format_grammar import ResponseGrammar
-    from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary
+    from models.tool_call_grammar import ToolCallGrammar, call_grammar_vocabulary, mistral_args_token
     from models.token_bytes import make_token_bytes
     from models.tokenizer import load_tokenizer
 
@@ -186,9 +188,11 @@ def build_runtime(s: ServeSettings):
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
+    encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+    mistral = family is not None and family.tool_call_format == "mistral"
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
                        reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars,
-                       thought_tokens(reasoning, lambda t: tokenizer.encode(t, add_special_tokens=False)))
+                       thought_tokens(reasoning, encode), mistral_args_token(encode) if mistral else None)
     log.info("model %s (%s, %d layers, %s) from %s", name, spec.architecture, spec.num_layers, s.dtype, model_dir)
     log.info("KV pool: %s pages of %d tokens; context %d", pages, s.page_size, max_len)
     log.info(anchor_line)

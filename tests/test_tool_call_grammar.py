@@ -11,7 +11,13 @@ from transformers import AutoTokenizer
 
 from models.grammar_vocabulary import grammar_vocabulary
 from models.sampler import new_state, sample
-from models.tool_call_grammar import ToolCallGrammar, call_grammar, call_grammar_vocabulary, hermes_call_grammar
+from models.tool_call_grammar import (
+    ToolCallGrammar,
+    call_grammar,
+    call_grammar_vocabulary,
+    hermes_call_grammar,
+    mistral_args_token,
+)
 from scheduler.sampling_params import SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,11 +279,15 @@ def test_a_named_tool_choice_on_a_v11_mistral_tokenizer_forces_the_name_then_arg
     req = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}],
                                                 "tools": TOOLS, "tool_choice": {"type": "function",
                                                                                 "function": {"name": "get_time"}}})
-    info = SimpleNamespace(family=SimpleNamespace(tool_call_format="mistral"), reasoning=None)
-    list_form = SimpleNamespace(info=info, tokenizer=mistral_tokenizer)
+    def info(tokenizer):  # as server/runtime.py finds it at load
+        return SimpleNamespace(family=SimpleNamespace(tool_call_format="mistral"), reasoning=None,
+                               mistral_args=mistral_args_token(lambda t: tokenizer.encode(t, add_special_tokens=False)))
+
+    list_form = SimpleNamespace(info=info(mistral_tokenizer), tokenizer=mistral_tokenizer)
+    assert list_form.info.mistral_args is None
     forced, _, _ = _forced_tool_call(req, list_form, reasoning_open=False)
     assert mistral_tokenizer.decode(forced).startswith('[TOOL_CALLS][{"name": "get_time", "arguments": ')
     v11 = AutoTokenizer.from_pretrained(mistral_tokenizer.name_or_path)
     v11.add_tokens([AddedToken("[ARGS]", special=True, normalized=False)])
-    forced, _, _ = _forced_tool_call(req, SimpleNamespace(info=info, tokenizer=v11), reasoning_open=False)
+    forced, _, _ = _forced_tool_call(req, SimpleNamespace(info=info(v11), tokenizer=v11), reasoning_open=False)
     assert v11.decode(forced) == "[TOOL_CALLS]get_time[ARGS]"
