@@ -7,9 +7,10 @@ opener and closer -- or, when the prompt already opened the thought, free
 text up to the closer; special tokens other than the closer are not text), at
 most 20 whitespace characters, one JSON value of the schema, then only the
 end-of-turn token (models/grammar_vocabulary.py says which). When the request
-also offers tools, the part after the thought is either that JSON or Hermes
-tool calls of the offered tools (tool_call_grammar.hermes_call_schema), as
-OpenAI allows structured output and tools in one request.
+also offers tools, the part after the thought is either that JSON or tool
+calls of the offered tools in the checkpoint's call format
+(tool_call_grammar.call_blocks), as OpenAI allows structured output and
+tools in one request.
 
 Why it is shaped so: the thought stays free, as vLLM and llama.cpp keep
 reasoning outside the structured part, and the reasoning budget can still
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.grammar_vocabulary import GrammarVocabulary, Mask
+from models.tool_call_grammar import CallBlocks
 
 # llama.cpp's json-schema-to-grammar SPACE_RULE: nothing, one space, or a newline and some indentation.
 JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
@@ -38,14 +40,12 @@ JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
 
 @dataclass(frozen=True)
 class TurnCalls:
-    """Tool calls a JSON-answer turn may make instead of answering: Hermes calls, each
-    `<opener>\\n{call JSON}\\n<closer>` (the call's schema: tool_call_grammar.hermes_call_schema),
-    parallel ones a newline apart. `required`: the turn must call (tool_choice "required" or named).
-    `single`: one call at most (parallel_tool_calls false)."""
+    """Tool calls a JSON-answer turn may make instead of answering: `blocks` (tool_call_grammar.call_blocks)
+    defines one call block in the checkpoint's format and how parallel ones follow each other.
+    `required`: the turn must call (tool_choice "required" or named). `single`: one block at most
+    (parallel_tool_calls false)."""
 
-    opener: int
-    closer: int
-    schema: dict
+    blocks: CallBlocks
     required: bool = False
     single: bool = False
 
@@ -65,9 +65,9 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
     turn = "answer"
     if calls is not None:
         turn = "calls" if calls.required else "(answer | calls)"
-        lines += ["calls: call_block" + ("" if calls.single else ' ("\\n" call_block)*'),
-                  f'call_block: <[{calls.opener}]> "\\n" call "\\n" <[{calls.closer}]>',
-                  f"call: %json {json.dumps(calls.schema)}"]
+        separator = calls.blocks.separator
+        more = "" if calls.single or separator is None else f" ({separator} call_block)*"
+        lines += ["calls: call_block" + more, *calls.blocks.rules]
     if thought is None:
         lines.insert(0, f"start: GAP {turn}")
     else:

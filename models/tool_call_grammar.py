@@ -151,6 +151,30 @@ def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
     return "start: " + " | ".join(f"call{i}" for i in range(len(tools))) + "\n" + "\n".join(rules) + "\n"
 
 
+@dataclass(frozen=True)
+class CallBlocks:
+    """Lark rules defining `call_block`, one whole call block with its opener token, in a vocabulary's
+    format, and how parallel blocks follow each other: `separator` (Lark text) between blocks, or None
+    when one block holds every call (Mistral's list)."""
+
+    rules: tuple[str, ...]
+    separator: str | None
+
+
+def call_blocks(tools: Sequence[dict], vocabulary: CallGrammarVocabulary, single: bool = False) -> CallBlocks:
+    """The blocks a turn grammar (models/response_format_grammar.py) may use for calls of `tools`: the
+    lazy grammars above, each with its opener in front. `single`: one call (parallel_tool_calls false)."""
+    opener = f"<[{vocabulary.opener}]>"
+    if vocabulary.format == "hermes":
+        return CallBlocks((f'call_block: {opener} "\\n" call "\\n" <[{vocabulary.closer}]>',
+                           f"call: %json {json.dumps(hermes_call_schema(tools))}"), '"\\n"')
+    if vocabulary.args is not None:
+        lazy = mistral_named_call_grammar(tools, vocabulary.args).replace("start:", "call_alternatives:", 1)
+        return CallBlocks((f"call_block: {opener} call_alternatives", *lazy.strip().split("\n")), '""')
+    lazy = mistral_list_call_grammar(tools, single).replace("start:", f"call_block: {opener}", 1)
+    return CallBlocks(tuple(lazy.strip().split("\n")), None)
+
+
 class ToolCallGrammar:
     """One sequence's lazy call grammar: `allowed_tokens()` before sampling, `accept(token)` after.
 

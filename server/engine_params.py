@@ -17,7 +17,7 @@ from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
 from models.response_format_grammar import TurnCalls, response_grammar
-from models.tool_call_grammar import MISTRAL_ARGS, call_grammar, hermes_call_schema
+from models.tool_call_grammar import MISTRAL_ARGS, call_blocks, call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
 
@@ -187,9 +187,9 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
     if not offered:
         return None
     vocabulary = info.call_grammar
-    if vocabulary is None or vocabulary.format != "hermes":
-        raise NotSupportedError(f"response_format {fmt_type} together with tools needs the Hermes tool-call "
-                                f"grammar, and this checkpoint ({info.spec.model_type}) has none (Hermes calls with "
+    if vocabulary is None:
+        raise NotSupportedError(f"response_format {fmt_type} together with tools needs a tool-call grammar, and "
+                                f"this checkpoint ({info.spec.model_type}) has none (Hermes or Mistral calls with "
                                 "single-token markers only) or the server runs with --no-tool-call-grammar: send "
                                 "tools or a JSON response_format, or tool_choice \"none\"", param="response_format")
     bad = _uncompilable_tool(offered, vocabulary)
@@ -203,7 +203,8 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
         raise InvalidRequestError(f"{param} cannot be enforced together with response_format {fmt_type}: {error}",
                                   param=param)
     required = getattr(req, "tool_choice", None) not in (None, "auto")
-    return TurnCalls(vocabulary.opener, vocabulary.closer, hermes_call_schema(offered), required, _single_call(req))
+    single = _single_call(req)
+    return TurnCalls(call_blocks(offered, vocabulary, single), required, single)
 
 
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,

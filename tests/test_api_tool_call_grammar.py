@@ -92,3 +92,13 @@ def test_with_parallel_tool_calls_false_the_turn_ends_with_its_first_call(client
     free = ask()  # the same draw without the limit: the random model writes on after its call
     assert free.model_extra["token_ids"][: len(ids) - 1] == ids[:-1]
     assert len(free.model_extra["token_ids"]) > len(ids)
+
+
+def test_a_json_response_format_with_tools_on_a_mistral_model_calls_in_mistrals_form(mistral_client):
+    reply = mistral_client.chat.completions.create(
+        model=mistral_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice="required", response_format={"type": "json_object"},
+        temperature=1.0, seed=3, max_tokens=120)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    assert all(_fits(call) for call in choice.message.tool_calls), choice

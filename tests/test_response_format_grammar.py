@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 
 from models.grammar_vocabulary import grammar_vocabulary
 from models.response_format_grammar import ResponseGrammar, TurnCalls, response_grammar
-from models.tool_call_grammar import hermes_call_schema
+from models.tool_call_grammar import CallGrammarVocabulary, call_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
@@ -121,7 +121,9 @@ WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters"
 
 
 def _with_calls(tokenizer, ids, required=False, single=False) -> ResponseGrammar:
-    calls = TurnCalls(ids["<tool_call>"], ids["</tool_call>"], hermes_call_schema(WEATHER), required, single)
+    vocabulary = CallGrammarVocabulary(grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]),
+                                       ids["<tool_call>"], ids["</tool_call>"])
+    calls = TurnCalls(call_blocks(WEATHER, vocabulary, single), required, single)
     text = response_grammar(SCHEMA, (ids["<think>"], ids["</think>"]), False, calls)
     return ResponseGrammar(text, grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]]))
 
@@ -181,7 +183,7 @@ def test_json_with_tools_is_one_turn_grammar_and_refused_by_name_without_a_call_
     info = SimpleNamespace(grammars=grammars, thought_tokens=(ids["<think>"], ids["</think>"]), call_grammar=None,
                            spec=SimpleNamespace(model_type="llama"))
     state = SimpleNamespace(info=info)
-    with pytest.raises(NotSupportedError, match="together with tools") as refused:
+    with pytest.raises(NotSupportedError, match="together with tools needs a tool-call grammar") as refused:
         _response_grammar(req, state, reasoning_open=False)
     assert refused.value.param == "response_format"
     info.call_grammar = CallGrammarVocabulary(grammars, ids["<tool_call>"], ids["</tool_call>"])

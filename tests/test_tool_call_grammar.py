@@ -291,3 +291,40 @@ def test_a_named_tool_choice_on_a_v11_mistral_tokenizer_forces_the_name_then_arg
     v11.add_tokens([AddedToken("[ARGS]", special=True, normalized=False)])
     forced, _, _ = _forced_tool_call(req, SimpleNamespace(info=info(v11), tokenizer=v11), reasoning_open=False)
     assert v11.decode(forced) == "[TOOL_CALLS]get_time[ARGS]"
+
+
+def _json_turn(tokenizer, vocabulary, single=False):
+    from models.response_format_grammar import ResponseGrammar, TurnCalls, response_grammar
+    from models.tool_call_grammar import call_blocks
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    text = response_grammar(schema, None, False, TurnCalls(call_blocks(TOOLS, vocabulary, single), single=single))
+    return ResponseGrammar(text, vocabulary.grammars)
+
+
+def test_a_json_answer_turn_on_a_mistral_checkpoint_may_call_in_its_list_form(mistral_tokenizer):
+    vocabulary = _mistral_vocabulary(mistral_tokenizer)
+    turn = _json_turn(mistral_tokenizer, vocabulary)
+    _feed(turn, [vocabulary.opener] + _ids(mistral_tokenizer, ' [{"name": "get_time", "arguments": {"city": "Oslo"}}, '
+                                                              '{"name": "get_weather", "arguments": {"city": "Lima"}}]'))
+    assert turn.allowed_tokens() is None and turn.forced_token() == vocabulary.grammars.end_of_turn
+    single = _json_turn(mistral_tokenizer, vocabulary, single=True)
+    _feed(single, [vocabulary.opener] + _ids(mistral_tokenizer, '[{"name": "get_time", "arguments": {"city": "Oslo"}}'))
+    assert _ids(mistral_tokenizer, ",")[0] not in _allowed(single)
+
+
+def test_a_json_answer_turn_on_a_v11_mistral_checkpoint_calls_name_args_blocks_back_to_back(mistral_tokenizer):
+    from tokenizers import AddedToken
+
+    v11 = AutoTokenizer.from_pretrained(mistral_tokenizer.name_or_path)
+    v11.add_tokens([AddedToken("[ARGS]", special=True, normalized=False)])
+    vocabulary = _mistral_vocabulary(v11)
+    turn = _json_turn(v11, vocabulary)
+    block = [vocabulary.opener] + _ids(v11, "get_time") + [vocabulary.args] + _ids(v11, '{"city": "Oslo"}')
+    _feed(turn, block)
+    assert vocabulary.opener in _allowed(turn)  # a parallel call may follow
+    _feed(turn, block)
+    assert _ids(v11, "Sure")[0] not in _allowed(turn)  # no prose after calls
+    answer = _json_turn(v11, vocabulary)
+    _feed(answer, _ids(v11, '{"n": 3}'))
+    assert answer.forced_token() == vocabulary.grammars.end_of_turn
