@@ -166,8 +166,8 @@ def call_blocks(tools: Sequence[dict], vocabulary: CallGrammarVocabulary, single
     lazy grammars above, each with its opener in front. `single`: one call (parallel_tool_calls false)."""
     opener = f"<[{vocabulary.opener}]>"
     if vocabulary.format == "hermes":
-        return CallBlocks((f'call_block: {opener} "\\n" call "\\n" <[{vocabulary.closer}]>',
-                           f"call: %json {json.dumps(hermes_call_schema(tools))}"), '"\\n"')
+        lazy = hermes_call_grammar(tools, vocabulary.closer).replace("start:", f"call_block: {opener}", 1)
+        return CallBlocks(tuple(lazy.strip().split("\n")), '"\\n"')
     if vocabulary.args is not None:
         lazy = mistral_named_call_grammar(tools, vocabulary.args).replace("start:", "call_alternatives:", 1)
         return CallBlocks((f"call_block: {opener} call_alternatives", *lazy.strip().split("\n")), '""')
