@@ -131,13 +131,16 @@ def _single_call(req) -> bool:
     return getattr(req, "parallel_tool_calls", None) is False
 
 
-def _uncompilable_tool(offered: list[dict], vocabulary) -> tuple[int, str] | None:
-    """The first offered tool whose parameters llguidance cannot compile, and why, or None."""
-    for i, tool in enumerate(offered):
+def _refuse_uncompilable_tool(req, vocabulary, fmt_type: str) -> None:
+    """A 400 naming the first offered tool whose parameters llguidance cannot compile, if there is one."""
+    for tool in _offered_tools(req):
         error = vocabulary.grammars.error(call_grammar([tool], vocabulary))
         if error is not None:
-            return i, error
-    return None
+            name = tool["function"]["name"]
+            index = next(j for j, offered in enumerate(req.tools) if offered.function.name == name)
+            param = f"tools.{index}.function.parameters"
+            raise InvalidRequestError(f"{param} cannot be enforced together with response_format {fmt_type}: "
+                                      f"{error}", param=param)
 
 
 def thought_tokens(reasoning, encode) -> tuple[int, int] | None:
@@ -173,8 +176,14 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
         # in the reasoning. Refused by name rather than served wrong.
         raise NotSupportedError(f"response_format {fmt.type} after a thought the prompt opened needs the thought's "
                                 "markers to be single tokens, and this checkpoint's are not", param="response_format")
-    grammar = response_grammar(schema, thought, reasoning_open, _turn_calls(req, info, fmt.type))
+    calls = _turn_calls(req, info, fmt.type)
+    grammar = response_grammar(schema, thought, reasoning_open, calls)
     error = grammars.error(grammar)
+    if error is not None and calls is not None:
+        # Only now, off the usual path, is each tool compiled alone: the calls are part of the one turn
+        # grammar, so they cannot be left unconstrained as they are without a response_format, and a
+        # tool's schema is refused by name instead of blamed on the format.
+        _refuse_uncompilable_tool(req, info.call_grammar, fmt.type)
     if error is not None:
         param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
         raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)
@@ -192,16 +201,6 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
                                 f"this checkpoint ({info.spec.model_type}) has none (Hermes or Mistral calls with "
                                 "single-token markers only) or the server runs with --no-tool-call-grammar: send "
                                 "tools or a JSON response_format, or tool_choice \"none\"", param="response_format")
-    bad = _uncompilable_tool(offered, vocabulary)
-    if bad is not None:
-        # The calls are part of the one turn grammar, so they cannot be left unconstrained as they are
-        # without a response_format: the tool's schema is refused by name instead of blamed on the format.
-        i, error = bad
-        name = offered[i]["function"]["name"]
-        index = next(j for j, tool in enumerate(req.tools) if tool.function.name == name)
-        param = f"tools.{index}.function.parameters"
-        raise InvalidRequestError(f"{param} cannot be enforced together with response_format {fmt_type}: {error}",
-                                  param=param)
     required = getattr(req, "tool_choice", None) not in (None, "auto")
     single = _single_call(req)
     return TurnCalls(call_blocks(offered, vocabulary, single), required, single)
