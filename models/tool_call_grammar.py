@@ -8,15 +8,21 @@ from there every token must keep the text a prefix of one call block:
     hermes (Qwen):   <tool_call>\\n{"name": <offered tool>, "arguments": <its parameters>}\\n</tool_call>
     mistral, list:   [TOOL_CALLS] [{"name": ..., "arguments": ..., "id"?: <9 letters/digits>}, ...]
     mistral, v11:    [TOOL_CALLS]<offered tool>[ARGS]<its parameters>
+    llama3_json:     <|python_tag|>{"name": <offered tool>, "parameters": <its parameters>}; ...<|eom_id|>
+                     or the same calls as the whole message, with no opener
 
 The block's end (Hermes' closer token, the list's `]`, the v11 arguments'
-last brace) disarms it; the next opener (a parallel call) arms it again --
-unless the request says `parallel_tool_calls: false`: then the end of turn
-is forced after the first call, and the list form holds one call. A
-small model's call then always parses, names a tool the client offered, and
-has the arguments the schema requires, with the types and enums it gives.
-What the values say (which city, which number) stays the model's. Llama 3's
-JSON calls have no opener token to arm on, so they stay unconstrained.
+last brace, Llama's end token) disarms it; the next opener (a parallel call)
+arms it again -- unless the request says `parallel_tool_calls: false`: then
+the end of turn is forced after the first call, and the list forms hold one
+call. Llama 3.1 writes calls to a client's tools as a bare JSON message, so
+for that format the grammar also arms, as llama.cpp's does, once the message
+starts with `{"name": "` (llama.cpp's trigger pattern, in the separators the
+grammar allows); until then, and in any message that starts otherwise,
+nothing is constrained. A small model's call then always parses, names a
+tool the client offered, and has the arguments the schema requires, with
+the types and enums it gives. What the values say (which city, which
+number) stays the model's.
 
 Why it is shaped so: llguidance (the grammar engine llama.cpp and vLLM can
 use) derives the token mask from the tokenizer's own byte pieces, so any
@@ -46,24 +52,31 @@ from models.grammar_vocabulary import GrammarVocabulary, Mask
 @dataclass(frozen=True)
 class CallGrammarVocabulary:
     """What a checkpoint needs for call grammars: its grammars, its call format, and the single-token
-    markers that format's blocks use: the opener always, Hermes' closer, Mistral v11's `[ARGS]`
-    (None: the list form)."""
+    markers that format's blocks use: the opener (Llama's `<|python_tag|>` may be missing: its calls
+    then arm on the message's start alone), Hermes' closer, Mistral v11's `[ARGS]` (None: the list
+    form), Llama's end tokens (`<|eom_id|>`, `<|eot_id|>`: those the tokenizer has as one token)."""
 
     grammars: GrammarVocabulary
-    opener: int
+    opener: int | None
     closer: int | None
     format: str = "hermes"
     args: int | None = None
+    ends: tuple[int, ...] = ()
 
 
 def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str | None, opener: int | None,
                             encode: Callable[[str], Sequence[int]]) -> CallGrammarVocabulary | None:
-    """The vocabulary for call grammars, or None when this checkpoint cannot have them: a format
-    without a grammar here (Llama 3's JSON, or none), no single-token opener (`opener`: the family's
-    call opener as the window's anchor token, scheduler/window.resolve_anchor_token), a Hermes closer
-    that is not one token (the grammar ends on token ids), or no grammars at all
+    """The vocabulary for call grammars, or None when this checkpoint cannot have them: no known call
+    format, no single-token opener (`opener`: the family's call opener as the window's anchor token,
+    scheduler/window.resolve_anchor_token) where the format arms on it alone (Hermes, Mistral), a
+    Hermes closer that is not one token (the grammar ends on token ids), or no grammars at all
     (models/grammar_vocabulary.py). A Mistral tokenizer with `[ARGS]` as one token writes v11 calls."""
-    if grammars is None or opener is None:
+    if grammars is None:
+        return None
+    if call_format == "llama3_json":
+        ends = tuple(ids[0] for ids in map(encode, LLAMA_ENDS) if len(ids) == 1)
+        return CallGrammarVocabulary(grammars, opener, None, "llama3_json", ends=ends)
+    if opener is None:
         return None
     if call_format == "hermes":
         closer = encode("</tool_call>")
@@ -74,6 +87,11 @@ def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str
 
 
 MISTRAL_ARGS = "[ARGS]"
+# What ends a Llama 3 call message: `<|eom_id|>` after a python-tag call (Llama 3.1), `<|eot_id|>` otherwise.
+LLAMA_ENDS = ("<|eom_id|>", "<|eot_id|>")
+# llama.cpp's trigger for a bare Llama call (`{"name": "` at the message's start, after any whitespace), in
+# the separators the grammar writes: a message that cannot start so is left alone.
+LLAMA_BARE_CALL = b'{"name": "'
 
 
 def mistral_args_token(encode: Callable[[str], Sequence[int]]) -> int | None:
@@ -89,6 +107,8 @@ def call_grammar(tools: Sequence[dict], vocabulary: CallGrammarVocabulary, singl
     `single`: one call in all (a Hermes or v11 block holds one anyway; ToolCallGrammar ends the turn)."""
     if vocabulary.format == "hermes":
         return hermes_call_grammar(tools, vocabulary.closer)
+    if vocabulary.format == "llama3_json":
+        return llama3_call_grammar(tools, vocabulary.ends, single)
     if vocabulary.args is not None:
         return mistral_named_call_grammar(tools, vocabulary.args)
     return mistral_list_call_grammar(tools, single)
@@ -151,6 +171,28 @@ def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
     return "start: " + " | ".join(f"call{i}" for i in range(len(tools))) + "\n" + "\n".join(rules) + "\n"
 
 
+def _llama3_calls(tools: Sequence[dict], single: bool) -> tuple[str, list[str]]:
+    """Llama 3 calls of `tools` as Lark: the expression (whitespace, then calls joined by "; ", as the
+    parser reads them) and the rules it uses."""
+    alternatives = []
+    for tool in tools:
+        function = tool["function"]
+        alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", "parameters"],
+                             "properties": {"name": {"const": function["name"]}, "parameters": _parameters(function)}})
+    schema = {"anyOf": alternatives, "x-guidance": _DUMPS_SEPARATORS}
+    more = "" if single else ' ("; " llama_call)*'
+    return f"LLAMA_SPACE? llama_call{more}", ["LLAMA_SPACE: /[ \\t\\n]+/", f"llama_call: %json {json.dumps(schema)}"]
+
+
+def llama3_call_grammar(tools: Sequence[dict], ends: Sequence[int] = (), single: bool = False) -> str:
+    """Lark grammar for a Llama 3 call message from its start (or after `<|python_tag|>`): calls of
+    `tools` as `{"name": ..., "parameters": ...}` joined by "; ", then one of `ends` (none: the
+    grammar engine's own end of sequence follows); `single`: one call (parallel_tool_calls false)."""
+    calls, rules = _llama3_calls(tools, single)
+    end = " (" + " | ".join(f"<[{token}]>" for token in ends) + ")" if ends else ""
+    return "\n".join([f"start: {calls}{end}", *rules]) + "\n"
+
+
 @dataclass(frozen=True)
 class CallBlocks:
     """Lark rules defining `call_block`, one whole call block with its opener token, in a vocabulary's
@@ -164,7 +206,14 @@ class CallBlocks:
 def call_blocks(tools: Sequence[dict], vocabulary: CallGrammarVocabulary, single: bool = False) -> CallBlocks:
     """The blocks a turn grammar (models/response_format_grammar.py) may use for calls of `tools`: the
     lazy grammars above, each with its opener in front. `single`: one call (parallel_tool_calls false)."""
+    if vocabulary.opener is None:
+        # Only Llama's format arms without an opener, and a bare call there is also JSON: it could not be
+        # told from the JSON answer. (call_grammar_vocabulary gives the other formats none without one.)
+        raise ValueError("a JSON-answer turn needs a call opener token to tell calls from the answer")
     opener = f"<[{vocabulary.opener}]>"
+    if vocabulary.format == "llama3_json":
+        calls, rules = _llama3_calls(tools, single)
+        return CallBlocks((f"call_block: {opener} {calls}", *rules), None)
     if vocabulary.format == "hermes":
         lazy = hermes_call_grammar(tools, vocabulary.closer).replace("start:", f"call_block: {opener}", 1)
         return CallBlocks(tuple(lazy.strip().split("\n")), '"\\n"')
@@ -189,6 +238,10 @@ class ToolCallGrammar:
         self._mask = Mask(vocabulary.grammars.tokenizer)
         self._end_of_turn = vocabulary.grammars.end_of_turn if single else None
         self._ending = False  # a single call is complete: the end of turn is forced next
+        # Llama's bare calls: the message's tokens so far and their text, while it may still open with
+        # LLAMA_BARE_CALL; None once it cannot (or for other formats).
+        self._head: list[int] | None = [] if vocabulary.format == "llama3_json" else None
+        self._head_text = b""
 
     @property
     def armed(self) -> bool:
@@ -211,13 +264,39 @@ class ToolCallGrammar:
             return
         if self._matcher is None:
             if token == self._vocabulary.opener:
-                # A fresh copy per call: one in an error state stays there, and reset() keeps it so.
-                matcher = self._vocabulary.grammars.compiled(self._grammar)
-                self._matcher = None if matcher.is_error() else matcher
+                self._head = None
+                self._matcher = self._fresh_matcher()
+            elif self._head is not None:
+                self._watch_bare_call(token)
             return
+        self._consume(token)
+
+    def _fresh_matcher(self) -> llguidance.LLMatcher | None:
+        # A fresh copy per call: one in an error state stays there, and reset() keeps it so.
+        matcher = self._vocabulary.grammars.compiled(self._grammar)
+        return None if matcher.is_error() else matcher
+
+    def _consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):
             self._matcher = None  # a forced token the grammar did not allow: stand down
         elif self._matcher.is_stopped():
-            # The block's end ended the call; with `single`, the turn ends with it.
+            # The block's end ended the call; with `single`, the turn ends with it (Llama's ends end it).
             self._matcher = None
-            self._ending = self._end_of_turn is not None and token != self._end_of_turn
+            self._ending = (self._end_of_turn is not None and token != self._end_of_turn
+                            and token not in self._vocabulary.ends)
+
+    def _watch_bare_call(self, token: int) -> None:
+        """Llama's trigger: once the message's text (after whitespace) starts with LLAMA_BARE_CALL, arm
+        the grammar and replay the message's tokens into it; once it cannot, stop watching."""
+        self._head.append(token)
+        self._head_text += self._vocabulary.grammars.tokenizer.decode_bytes([token])
+        text = self._head_text.lstrip(b" \t\n")
+        if not text.startswith(LLAMA_BARE_CALL) and LLAMA_BARE_CALL.startswith(text):
+            return  # still a prefix of the trigger (or only whitespace so far)
+        head, self._head = self._head, None
+        if text.startswith(LLAMA_BARE_CALL):
+            self._matcher = self._fresh_matcher()
+            for earlier in head:
+                if self._matcher is None:
+                    return
+                self._consume(earlier)

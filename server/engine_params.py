@@ -82,6 +82,9 @@ def _forced_tool_call(req, state, reasoning_open: bool):
     if fmt == "mistral" and info.mistral_args is not None:
         named = _MISTRAL_V11_NAMED  # a v11 tokenizer: its model names the function before [ARGS]
     text = bare if isinstance(choice, str) else named.format(name=choice.function.name)
+    if fmt == "llama3_json" and _json_response_schema(req) is not None:
+        # The JSON answer is JSON too: a JSON-answer turn's calls follow the opener, `<|python_tag|>` (call_blocks).
+        text = info.family.tool_call_opener + text
     wait: tuple[int, ...] = ()
     message: tuple[int, ...] = ()
     if reasoning_open and info.reasoning is not None and info.reasoning.end:
@@ -196,11 +199,12 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
     if not offered:
         return None
     vocabulary = info.call_grammar
-    if vocabulary is None:
-        raise NotSupportedError(f"response_format {fmt_type} together with tools needs a tool-call grammar, and "
-                                f"this checkpoint ({info.spec.model_type}) has none (Hermes or Mistral calls with "
-                                "single-token markers only) or the server runs with --no-tool-call-grammar: send "
-                                "tools or a JSON response_format, or tool_choice \"none\"", param="response_format")
+    if vocabulary is None or vocabulary.opener is None:
+        raise NotSupportedError(f"response_format {fmt_type} together with tools needs a tool-call grammar armed by "
+                                f"a call opener token, and this checkpoint ({info.spec.model_type}) has none (Hermes, "
+                                "Mistral or Llama 3 calls with single-token markers only) or the server runs with "
+                                "--no-tool-call-grammar: send tools or a JSON response_format, or tool_choice "
+                                '"none"', param="response_format")
     required = getattr(req, "tool_choice", None) not in (None, "auto")
     single = _single_call(req)
     return TurnCalls(call_blocks(offered, vocabulary, single), required, single)

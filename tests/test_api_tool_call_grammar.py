@@ -100,5 +100,43 @@ def test_a_json_response_format_with_tools_on_a_mistral_model_calls_in_mistrals_
         tools=[SET_HEATING, OTHER], tool_choice="required", response_format={"type": "json_object"},
         temperature=1.0, seed=3, max_tokens=120)
     choice = reply.choices[0]
-    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
+    assert all(_fits(call) for call in choice.message.tool_calls), choice
+
+
+@pytest.fixture(scope="module")
+def llama_client(tiny_checkpoint):
+    # Llama 3.1's template writes the tools into the user turn, indented: a longer prompt than the others.
+    with live_server(tiny_checkpoint("llama3"), max_model_len=1536) as server:
+        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_random_llama_models_required_call_fits_an_offered_schema_too(llama_client, seed):
+    # tool_choice "required" forces the bare call's opening, `{"name": "`: the trigger that arms the grammar.
+    reply = llama_client.chat.completions.create(
+        model=llama_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
+    assert all(_fits(call) for call in choice.message.tool_calls), choice
+
+
+def test_a_llama_call_with_parallel_tool_calls_false_ends_the_message(llama_client):
+    reply = llama_client.chat.completions.create(
+        model=llama_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=3, max_tokens=80,
+        parallel_tool_calls=False)
+    choice = reply.choices[0]
+    [call] = choice.message.tool_calls
+    assert _fits(call) and choice.finish_reason == "tool_calls" and not choice.message.content, choice
+
+
+def test_a_json_response_format_with_tools_on_a_llama_model_calls_after_its_python_tag(llama_client):
+    reply = llama_client.chat.completions.create(
+        model=llama_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        tools=[SET_HEATING, OTHER], tool_choice="required", response_format={"type": "json_object"},
+        temperature=1.0, seed=3, max_tokens=120)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
     assert all(_fits(call) for call in choice.message.tool_calls), choice

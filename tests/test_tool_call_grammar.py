@@ -13,6 +13,7 @@ from models.grammar_vocabulary import grammar_vocabulary
 from models.sampler import new_state, sample
 from models.tool_call_grammar import (
     ToolCallGrammar,
+    call_blocks,
     call_grammar,
     call_grammar_vocabulary,
     hermes_call_grammar,
@@ -169,7 +170,6 @@ def test_only_known_formats_with_single_token_markers_get_a_grammar(tokenizer):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
     readable = grammar_vocabulary(tokenizer, len(tokenizer), [2])
     opener = tokenizer.convert_tokens_to_ids("<tool_call>")
-    assert call_grammar_vocabulary(readable, "llama3_json", opener, encode) is None  # no opener token to arm on
     assert call_grammar_vocabulary(readable, None, opener, encode) is None
     assert call_grammar_vocabulary(None, "hermes", opener, encode) is None
     assert call_grammar_vocabulary(readable, "hermes", None, encode) is None  # the opener is not one token
@@ -328,3 +328,85 @@ def test_a_json_answer_turn_on_a_v11_mistral_checkpoint_calls_name_args_blocks_b
     answer = _json_turn(v11, vocabulary)
     _feed(answer, _ids(v11, '{"n": 3}'))
     assert answer.forced_token() == vocabulary.grammars.end_of_turn
+
+
+@pytest.fixture(scope="module")
+def llama_tokenizer(tiny_checkpoint):
+    return AutoTokenizer.from_pretrained(tiny_checkpoint("llama3"))
+
+
+def _llama_vocabulary(tokenizer, opener: bool = True):
+    encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer), [tokenizer.eos_token_id])
+    tag = tokenizer.convert_tokens_to_ids("<|python_tag|>") if opener else None
+    return call_grammar_vocabulary(grammars, "llama3_json", tag, encode)
+
+
+def _llama_grammar(tokenizer, single: bool = False, opener: bool = True) -> ToolCallGrammar:
+    vocabulary = _llama_vocabulary(tokenizer, opener)
+    return ToolCallGrammar(call_grammar(TOOLS, vocabulary, single), vocabulary, single)
+
+
+def test_a_llama_checkpoint_gets_a_call_grammar_even_without_a_python_tag_token(llama_tokenizer):
+    with_tag, bare = _llama_vocabulary(llama_tokenizer), _llama_vocabulary(llama_tokenizer, opener=False)
+    assert with_tag.format == bare.format == "llama3_json" and bare.opener is None
+    assert with_tag.ends == tuple(llama_tokenizer.convert_tokens_to_ids(t) for t in ("<|eom_id|>", "<|eot_id|>"))
+
+
+def test_a_bare_llama_call_arms_the_grammar_once_the_message_opens_like_a_call(llama_tokenizer):
+    grammar = _llama_grammar(llama_tokenizer, opener=False)
+    head = _ids(llama_tokenizer, '\n{"name": "')
+    for token in head:
+        assert grammar.allowed_tokens() is None
+        grammar.accept(token)
+    assert grammar.armed  # the whitespace and the trigger were replayed into the grammar
+    allowed = _allowed(grammar)
+    assert _ids(llama_tokenizer, "get")[0] in allowed and _ids(llama_tokenizer, "Oslo")[0] not in allowed
+    eom = llama_tokenizer.convert_tokens_to_ids("<|eom_id|>")
+    _feed(grammar, _ids(llama_tokenizer, 'get_time", "parameters": {"city": "Oslo"}}; {"name": "calculate", '
+                                         '"parameters": {"a": 1, "op": "+", "b": 2}}') + [eom])
+    assert not grammar.armed and grammar.allowed_tokens() is None
+
+
+def test_a_llama_message_that_opens_as_prose_or_as_other_json_is_never_constrained(llama_tokenizer):
+    for text in ('Sure. {"name": "get_time", "parameters": {"city": "Oslo"}}', '{"city": "Oslo", "name": "x"}',
+                 '{ "name": "get_time", "parameters": {}}'):  # (llama.cpp's trigger takes that spacing; ours does not)
+        grammar = _llama_grammar(llama_tokenizer)
+        for token in _ids(llama_tokenizer, text):
+            grammar.accept(token)
+            assert grammar.allowed_tokens() is None, text
+
+
+def test_after_the_python_tag_a_llama_call_must_fit_and_a_single_one_allows_no_second(llama_tokenizer):
+    tag = llama_tokenizer.convert_tokens_to_ids("<|python_tag|>")
+    call = _ids(llama_tokenizer, '{"name": "get_weather", "parameters": {"city": "Lima"}}')
+    parallel = _llama_grammar(llama_tokenizer)
+    parallel.accept(tag)
+    _feed(parallel, call)
+    assert _ids(llama_tokenizer, "; ")[0] in _allowed(parallel)
+    single = _llama_grammar(llama_tokenizer, single=True)
+    single.accept(tag)
+    _feed(single, call)
+    allowed = _allowed(single)
+    assert _ids(llama_tokenizer, "; ")[0] not in allowed
+    assert allowed == set(_llama_vocabulary(llama_tokenizer).ends)  # only the message's end may follow
+    unknown = _llama_grammar(llama_tokenizer)
+    unknown.accept(tag)
+    _feed(unknown, _ids(llama_tokenizer, '{"name": "'))
+    assert _ids(llama_tokenizer, "Oslo")[0] not in _allowed(unknown)
+
+
+def test_a_json_answer_turn_on_a_llama_checkpoint_calls_after_the_python_tag(llama_tokenizer):
+    from models.response_format_grammar import TurnCalls, response_grammar
+
+    vocabulary = _llama_vocabulary(llama_tokenizer)
+    tag = llama_tokenizer.convert_tokens_to_ids("<|python_tag|>")
+    turn = response_grammar({"type": "object"}, None, False, TurnCalls(call_blocks(TOOLS, vocabulary), True))
+    matcher = vocabulary.grammars.compiled(turn)
+    assert not matcher.is_error(), matcher.get_error()
+    for token in [tag] + _ids(llama_tokenizer, '{"name": "get_time", "parameters": {"city": "Oslo"}}; '
+                                               '{"name": "get_time", "parameters": {"city": "Rome"}}'):
+        assert matcher.consume_token(token), llama_tokenizer.decode([token])
+    assert matcher.is_accepting()
+    with pytest.raises(ValueError, match="opener"):
+        call_blocks(TOOLS, _llama_vocabulary(llama_tokenizer, opener=False))
