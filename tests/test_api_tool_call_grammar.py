@@ -22,12 +22,6 @@ OTHER = {"type": "function", "function": {"name": "ping", "parameters": {
     "type": "object", "properties": {"host": {"type": "string", "enum": ["a", "b"]}}, "required": ["host"]}}}
 
 
-@pytest.fixture(scope="module")
-def client(tiny_checkpoint):
-    with live_server(tiny_checkpoint("qwen3")) as server:
-        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
-
-
 def _fits(call) -> bool:
     arguments = json.loads(call.function.arguments)
     if call.function.name == "ping":
@@ -37,39 +31,47 @@ def _fits(call) -> bool:
             and isinstance(arguments["boost"], bool))
 
 
+def _ask(client, **request):
+    """The first choice of a "Warm up the kitchen." request offering both tools (temperature 1, 80 tokens)."""
+    request = {"tools": [SET_HEATING, OTHER], "temperature": 1.0, "max_tokens": 80, **request}
+    return client.chat.completions.create(model=client.models.list().data[0].id,
+                                          messages=[{"role": "user", "content": "Warm up the kitchen."}],
+                                          **request).choices[0]
+
+
+def _served(model_dir, **settings):
+    with live_server(model_dir, **settings) as server:
+        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def client(tiny_checkpoint):
+    yield from _served(tiny_checkpoint("qwen3"))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_random_models_required_call_parses_and_fits_one_offered_schema(client, seed):
-    reply = client.chat.completions.create(
-        model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80,
-        extra_body=NO_THINKING)
+    choice = _ask(client, tool_choice="required", seed=seed, extra_body=NO_THINKING)
     # What the random model writes after `</tool_call>` is free text (the grammar is lazy): the call is the claim.
-    calls = reply.choices[0].message.tool_calls
-    assert calls and all(_fits(call) for call in calls), reply.choices[0]
+    assert choice.message.tool_calls and all(_fits(call) for call in choice.message.tool_calls), choice
 
 
 def test_a_named_tool_choice_gets_that_tools_schema(client):
-    reply = client.chat.completions.create(
-        model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice={"type": "function", "function": {"name": "ping"}},
-        temperature=1.0, seed=4, max_tokens=80, extra_body=NO_THINKING)
-    [call] = reply.choices[0].message.tool_calls
+    choice = _ask(client, tool_choice={"type": "function", "function": {"name": "ping"}}, seed=4,
+                  extra_body=NO_THINKING)
+    [call] = choice.message.tool_calls
     assert call.function.name == "ping" and _fits(call), call
 
 
 @pytest.fixture(scope="module")
 def mistral_client(tiny_checkpoint):
-    with live_server(tiny_checkpoint("mistral")) as server:
-        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+    yield from _served(tiny_checkpoint("mistral"))
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_random_mistral_models_required_call_fits_an_offered_schema_too(mistral_client, seed):
-    reply = mistral_client.chat.completions.create(
-        model=mistral_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80)
-    calls = reply.choices[0].message.tool_calls
-    assert calls and all(_fits(call) for call in calls), reply.choices[0]
+    choice = _ask(mistral_client, tool_choice="required", seed=seed)
+    assert choice.message.tool_calls and all(_fits(call) for call in choice.message.tool_calls), choice
 
 
 def test_with_parallel_tool_calls_false_the_turn_ends_with_its_first_call(client, tiny_checkpoint):
@@ -79,10 +81,8 @@ def test_with_parallel_tool_calls_false_the_turn_ends_with_its_first_call(client
     closer, end = tokenizer.convert_tokens_to_ids("</tool_call>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     def ask(**extra):
-        return client.chat.completions.create(
-            model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-            tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=5, max_tokens=80,
-            extra_body={**NO_THINKING, "return_token_ids": True}, **extra).choices[0]
+        return _ask(client, tool_choice="required", seed=5, extra_body={**NO_THINKING, "return_token_ids": True},
+                    **extra)
 
     single = ask(parallel_tool_calls=False)
     ids = single.model_extra["token_ids"]
@@ -95,48 +95,34 @@ def test_with_parallel_tool_calls_false_the_turn_ends_with_its_first_call(client
 
 
 def test_a_json_response_format_with_tools_on_a_mistral_model_calls_in_mistrals_form(mistral_client):
-    reply = mistral_client.chat.completions.create(
-        model=mistral_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice="required", response_format={"type": "json_object"},
-        temperature=1.0, seed=3, max_tokens=120)
-    choice = reply.choices[0]
-    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
+    choice = _ask(mistral_client, tool_choice="required", response_format={"type": "json_object"}, seed=3,
+                  max_tokens=120)
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
     assert all(_fits(call) for call in choice.message.tool_calls), choice
 
 
 @pytest.fixture(scope="module")
 def llama_client(tiny_checkpoint):
     # Llama 3.1's template writes the tools into the user turn, indented: a longer prompt than the others.
-    with live_server(tiny_checkpoint("llama3"), max_model_len=1536) as server:
-        yield OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+    yield from _served(tiny_checkpoint("llama3"), max_model_len=1536)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_random_llama_models_required_call_fits_an_offered_schema_too(llama_client, seed):
     # tool_choice "required" forces the bare call's opening, `{"name": "`: the trigger that arms the grammar.
-    reply = llama_client.chat.completions.create(
-        model=llama_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=seed, max_tokens=80)
-    choice = reply.choices[0]
+    choice = _ask(llama_client, tool_choice="required", seed=seed)
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
     assert all(_fits(call) for call in choice.message.tool_calls), choice
 
 
 def test_a_llama_call_with_parallel_tool_calls_false_ends_the_message(llama_client):
-    reply = llama_client.chat.completions.create(
-        model=llama_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice="required", temperature=1.0, seed=3, max_tokens=80,
-        parallel_tool_calls=False)
-    choice = reply.choices[0]
+    choice = _ask(llama_client, tool_choice="required", seed=3, parallel_tool_calls=False)
     [call] = choice.message.tool_calls
     assert _fits(call) and choice.finish_reason == "tool_calls" and not choice.message.content, choice
 
 
 def test_a_json_response_format_with_tools_on_a_llama_model_calls_after_its_python_tag(llama_client):
-    reply = llama_client.chat.completions.create(
-        model=llama_client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
-        tools=[SET_HEATING, OTHER], tool_choice="required", response_format={"type": "json_object"},
-        temperature=1.0, seed=3, max_tokens=120)
-    choice = reply.choices[0]
+    choice = _ask(llama_client, tool_choice="required", response_format={"type": "json_object"}, seed=3,
+                  max_tokens=120)
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
     assert all(_fits(call) for call in choice.message.tool_calls), choice
