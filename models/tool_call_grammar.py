@@ -132,30 +132,31 @@ def _parameters(function: dict) -> dict:
 _DUMPS_SEPARATORS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
-def hermes_call_schema(tools: Sequence[dict], call_id: bool = False) -> dict:
+def call_object_schema(tools: Sequence[dict], call_id: bool = False, args_key: str = "arguments") -> dict:
     """JSON schema of one call object, `{"name": ..., "arguments": {...}}`, for any of `tools`
-    (OpenAI tool definitions); `call_id`: Mistral's optional 9-character `"id"` may follow."""
+    (OpenAI tool definitions); `call_id`: Mistral's optional 9-character `"id"` may follow;
+    `args_key`: the arguments' key (Llama 3's is "parameters")."""
     alternatives = []
     for tool in tools:
         function = tool["function"]
-        properties = {"name": {"const": function["name"]}, "arguments": _parameters(function)}
+        properties = {"name": {"const": function["name"]}, args_key: _parameters(function)}
         if call_id:
             properties["id"] = {"type": "string", "pattern": "^[A-Za-z0-9]{9}$"}
-        alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+        alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", args_key],
                              "properties": properties})
     return {"anyOf": alternatives, "x-guidance": _DUMPS_SEPARATORS}
 
 
 def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
     """Lark grammar for what follows the opener: newline, one call as JSON, newline, the closer token."""
-    return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(hermes_call_schema(tools))}\n'
+    return f'start: "\\n" call "\\n" <[{closer}]>\ncall: %json {json.dumps(call_object_schema(tools))}\n'
 
 
 def mistral_list_call_grammar(tools: Sequence[dict], single: bool = False) -> str:
     """Lark grammar for what follows `[TOOL_CALLS]` in the list form: a JSON list of call objects
     (v3 templates write a space before it; the forced prefix of a named tool_choice does not);
     `single`: a list of one (parallel_tool_calls false)."""
-    call = json.dumps(hermes_call_schema(tools, call_id=True))
+    call = json.dumps(call_object_schema(tools, call_id=True))
     more = "" if single else ' (", " call)*'
     return f'start: " "? "[" call{more} "]"\ncall: %json {call}\n'
 
@@ -174,12 +175,7 @@ def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
 def _llama3_calls(tools: Sequence[dict], single: bool) -> tuple[str, list[str]]:
     """Llama 3 calls of `tools` as Lark: the expression (whitespace, then calls joined by "; ", as the
     parser reads them) and the rules it uses."""
-    alternatives = []
-    for tool in tools:
-        function = tool["function"]
-        alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", "parameters"],
-                             "properties": {"name": {"const": function["name"]}, "parameters": _parameters(function)}})
-    schema = {"anyOf": alternatives, "x-guidance": _DUMPS_SEPARATORS}
+    schema = call_object_schema(tools, args_key="parameters")
     more = "" if single else ' ("; " llama_call)*'
     return f"LLAMA_SPACE? llama_call{more}", ["LLAMA_SPACE: /[ \\t\\n]+/", f"llama_call: %json {json.dumps(schema)}"]
 

@@ -150,7 +150,8 @@ def build_runtime(s: ServeSettings):
     table = load_family_table()
     family = table.family(spec.model_type)
     opener = family.tool_call_opener if family else None
-    anchor = resolve_anchor_token(opener, lambda t: tokenizer.encode(t, add_special_tokens=False))
+    encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+    anchor = resolve_anchor_token(opener, encode)
     anchor_line = anchor_description(spec.model_type, family, anchor)
     if not spec.windowed_layers:
         anchor_line += " (no windowed layers: nothing slides, so anchors change nothing)"
@@ -174,7 +175,7 @@ def build_runtime(s: ServeSettings):
     call_vocabulary = None
     if s.tool_call_grammar:
         call_vocabulary = call_grammar_vocabulary(grammars, family.tool_call_format if family else None, anchor,
-                                                  lambda t: tokenizer.encode(t, add_special_tokens=False))
+                                                  encode)
 
     def processors(seq):
         ends = tuple(seq.params.stop_token_ids) + (() if seq.params.ignore_eos else tuple(spec.eos_token_ids))
@@ -188,7 +189,6 @@ def build_runtime(s: ServeSettings):
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
-    encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
     mistral = family is not None and family.tool_call_format == "mistral"
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
                        reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars,
