@@ -31,6 +31,9 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 COMPILED_KEPT = 64
+# llama.cpp's json-schema-to-grammar SPACE_RULE, for JSON that may carry whitespace between tokens (a JSON
+# response_format, Llama 3 calls): nothing, one space, or a newline and some indentation -- never unbounded.
+JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
 
 
 @dataclass

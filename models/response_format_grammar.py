@@ -31,11 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.grammar_vocabulary import GrammarVocabulary, Mask
+from models.grammar_vocabulary import JSON_WHITESPACE, GrammarVocabulary, Mask
 from models.tool_call_grammar import CallBlocks
-
-# llama.cpp's json-schema-to-grammar SPACE_RULE: nothing, one space, or a newline and some indentation.
-JSON_WHITESPACE = "( |\\n[ \\t]{0,20})?"
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ arms it again -- unless the request says `parallel_tool_calls: false`: then
 the end of turn is forced after the first call, and the list forms hold one
 call. Llama 3.1 writes calls to a client's tools as a bare JSON message, so
 for that format the grammar also arms, as llama.cpp's does, once the message
-starts with `{"name": "` (llama.cpp's trigger pattern, in the separators the
-grammar allows); until then, and in any message that starts otherwise,
-nothing is constrained. A small model's call then always parses, names a
+starts with `{"name": "` (llama.cpp's trigger pattern: any spacing, maybe
+`"type": "function", ` first; the call then keeps llama.cpp's bounded
+spacing); until then, and in any message that starts otherwise, nothing is
+constrained. A small model's call then always parses, names a
 tool the client offered, and has the arguments the schema requires, with
 the types and enums it gives. What the values say (which city, which
 number) stays the model's.
@@ -40,13 +41,14 @@ sampler turns `allowed_tokens()` into a logit mask). No torch.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import llguidance
 import numpy as np
 
-from models.grammar_vocabulary import GrammarVocabulary, Mask
+from models.grammar_vocabulary import JSON_WHITESPACE, GrammarVocabulary, Mask
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,10 @@ def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str
 MISTRAL_ARGS = "[ARGS]"
 # What ends a Llama 3 call message: `<|eom_id|>` after a python-tag call (Llama 3.1), `<|eot_id|>` otherwise.
 LLAMA_ENDS = ("<|eom_id|>", "<|eot_id|>")
-# llama.cpp's trigger for a bare Llama call (`{"name": "` at the message's start, after any whitespace), in
-# the separators the grammar writes: a message that cannot start so is left alone.
-LLAMA_BARE_CALL = b'{"name": "'
+# llama.cpp's trigger for a bare Llama call, at the message's start after any whitespace: `{"name": "`, in
+# any spacing, maybe after `"type": "function", ` (Llama 3.2 writes that). A message that cannot start so is
+# left alone.
+LLAMA_BARE_CALL = re.compile(rb'\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?"name"\s*:\s*"')
 
 
 def mistral_args_token(encode: Callable[[str], Sequence[int]]) -> int | None:
@@ -130,21 +133,28 @@ def _parameters(function: dict) -> dict:
 # trained on rendered calls writes exactly these, and a random or confused one cannot wander
 # off into tabs and newlines between keys.
 _DUMPS_SEPARATORS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# Llama 3 calls, as llama.cpp's grammar for them: its trigger takes any spacing, so the call may go on
+# in the spacing it opened with -- llama.cpp's bounded JSON whitespace.
+_LLAMA_WHITESPACE = {"whitespace_flexible": True, "whitespace_pattern": JSON_WHITESPACE}
 
 
-def call_object_schema(tools: Sequence[dict], call_id: bool = False, args_key: str = "arguments") -> dict:
+def call_object_schema(tools: Sequence[dict], call_id: bool = False, args_key: str = "arguments",
+                       llama: bool = False) -> dict:
     """JSON schema of one call object, `{"name": ..., "arguments": {...}}`, for any of `tools`
     (OpenAI tool definitions); `call_id`: Mistral's optional 9-character `"id"` may follow;
-    `args_key`: the arguments' key (Llama 3's is "parameters")."""
+    `args_key`: the arguments' key (Llama 3's is "parameters"); `llama`: as llama.cpp's Llama 3
+    grammar, `"type": "function"` may come first and the spacing is llama.cpp's, not json.dumps'."""
     alternatives = []
     for tool in tools:
         function = tool["function"]
-        properties = {"name": {"const": function["name"]}, args_key: _parameters(function)}
+        # llguidance keeps the properties in this order: an optional "type" can only come first.
+        properties = {"type": {"const": "function"}} if llama else {}
+        properties |= {"name": {"const": function["name"]}, args_key: _parameters(function)}
         if call_id:
             properties["id"] = {"type": "string", "pattern": "^[A-Za-z0-9]{9}$"}
         alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", args_key],
                              "properties": properties})
-    return {"anyOf": alternatives, "x-guidance": _DUMPS_SEPARATORS}
+    return {"anyOf": alternatives, "x-guidance": _LLAMA_WHITESPACE if llama else _DUMPS_SEPARATORS}
 
 
 def hermes_call_grammar(tools: Sequence[dict], closer: int) -> str:
@@ -175,7 +185,7 @@ def mistral_named_call_grammar(tools: Sequence[dict], args: int) -> str:
 def _llama3_calls(tools: Sequence[dict], single: bool) -> tuple[str, list[str]]:
     """Llama 3 calls of `tools` as Lark: the expression (whitespace, then calls joined by "; ", as the
     parser reads them) and the rules it uses."""
-    schema = call_object_schema(tools, args_key="parameters")
+    schema = call_object_schema(tools, args_key="parameters", llama=True)
     more = "" if single else ' ("; " llama_call)*'
     return f"LLAMA_SPACE? llama_call{more}", ["LLAMA_SPACE: /[ \\t\\n]+/", f"llama_call: %json {json.dumps(schema)}"]
 
@@ -234,9 +244,9 @@ class ToolCallGrammar:
         self._mask = Mask(vocabulary.grammars.tokenizer)
         self._end_of_turn = vocabulary.grammars.end_of_turn if single else None
         self._ending = False  # a single call is complete: the end of turn is forced next
-        # Llama's bare calls: the message's tokens so far and their text, while it may still open with
-        # LLAMA_BARE_CALL; None once it cannot (or for other formats).
-        self._head: list[int] | None = [] if vocabulary.format == "llama3_json" else None
+        # Llama's bare calls: while the message may still open as a call, the call grammar fed with its
+        # tokens so far (constraining nothing yet), and their text; None once it cannot (or for other formats).
+        self._watch = self._fresh_matcher() if vocabulary.format == "llama3_json" else None
         self._head_text = b""
 
     @property
@@ -260,9 +270,9 @@ class ToolCallGrammar:
             return
         if self._matcher is None:
             if token == self._vocabulary.opener:
-                self._head = None
+                self._watch = None
                 self._matcher = self._fresh_matcher()
-            elif self._head is not None:
+            elif self._watch is not None:
                 self._watch_bare_call(token)
             return
         self._consume(token)
@@ -282,17 +292,12 @@ class ToolCallGrammar:
                             and token not in self._vocabulary.ends)
 
     def _watch_bare_call(self, token: int) -> None:
-        """Llama's trigger: once the message's text (after whitespace) starts with LLAMA_BARE_CALL, arm
-        the grammar and replay the message's tokens into it; once it cannot, stop watching."""
-        self._head.append(token)
+        """Llama's trigger: the message's tokens go into the call grammar from its start, unconstrained;
+        once its text (after whitespace) opens with LLAMA_BARE_CALL that grammar is armed, and once the
+        grammar refuses a token the message is not a call (prose, other JSON): stop watching."""
+        if not self._watch.consume_token(token):
+            self._watch = None
+            return
         self._head_text += self._vocabulary.grammars.tokenizer.decode_bytes([token])
-        text = self._head_text.lstrip(b" \t\n")
-        if not text.startswith(LLAMA_BARE_CALL) and LLAMA_BARE_CALL.startswith(text):
-            return  # still a prefix of the trigger (or only whitespace so far)
-        head, self._head = self._head, None
-        if text.startswith(LLAMA_BARE_CALL):
-            self._matcher = self._fresh_matcher()
-            for earlier in head:
-                if self._matcher is None:
-                    return
-                self._consume(earlier)
+        if LLAMA_BARE_CALL.match(self._head_text.lstrip(b" \t\n")):
+            self._matcher, self._watch = self._watch, None

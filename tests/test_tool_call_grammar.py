@@ -370,11 +370,32 @@ def test_a_bare_llama_call_arms_the_grammar_once_the_message_opens_like_a_call(l
 
 def test_a_llama_message_that_opens_as_prose_or_as_other_json_is_never_constrained(llama_tokenizer):
     for text in ('Sure. {"name": "get_time", "parameters": {"city": "Oslo"}}', '{"city": "Oslo", "name": "x"}',
-                 '{ "name": "get_time", "parameters": {}}'):  # (llama.cpp's trigger takes that spacing; ours does not)
+                 '{"parameters": {}, "name": "get_time"}', '{"type": "tool", "name": "get_time"}'):
         grammar = _llama_grammar(llama_tokenizer)
         for token in _ids(llama_tokenizer, text):
             grammar.accept(token)
             assert grammar.allowed_tokens() is None, text
+
+
+def test_a_bare_llama_call_arms_in_any_spacing_and_after_a_leading_type_as_llama_cpp_triggers(llama_tokenizer):
+    eot = llama_tokenizer.convert_tokens_to_ids("<|eot_id|>")
+    for head, rest in (('{ "name" : "', 'get_time" , "parameters" : { "city" : "Oslo" } }'),
+                       ('{"name":"', 'get_time","parameters":{"city":"Oslo"}}'),
+                       ('{"type": "function", "name": "', 'get_time", "parameters": {"city": "Oslo"}}'),
+                       ('{\n  "name": "', 'get_time",\n  "parameters": {"city": "Oslo"}\n}')):
+        grammar = _llama_grammar(llama_tokenizer, opener=False)
+        for token in _ids(llama_tokenizer, head):
+            assert grammar.allowed_tokens() is None, head
+            grammar.accept(token)
+        assert grammar.armed, head
+        assert _ids(llama_tokenizer, "Oslo")[0] not in _allowed(grammar)  # only an offered tool's name
+        _feed(grammar, _ids(llama_tokenizer, rest) + [eot])
+        assert not grammar.armed, head
+    spaced = _llama_grammar(llama_tokenizer, opener=False)
+    for token in _ids(llama_tokenizer, '{"name": "get_time",'):
+        spaced.accept(token)
+    wide = _ids(llama_tokenizer, " " * 30)[0]
+    assert llama_tokenizer.decode([wide]).count(" ") > 1 and wide not in _allowed(spaced)  # spacing stays bounded
 
 
 def test_after_the_python_tag_a_llama_call_must_fit_and_a_single_one_allows_no_second(llama_tokenizer):
