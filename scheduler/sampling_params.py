@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+GREEDY_BELOW = 1e-5  # a temperature under this samples greedily (vLLM's _SAMPLING_EPS)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int = 16
@@ -57,4 +60,6 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0.0 or self.top_k == 1
+        # Below vLLM's sampling epsilon a temperature means greedy, and dividing float32 logits by it
+        # (1e-300 passes the route's `ge=0`) would overflow them to inf and make the softmax NaN.
+        return self.temperature < GREEDY_BELOW or self.top_k == 1

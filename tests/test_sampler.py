@@ -1,0 +1,28 @@
+"""The sampler's draw survives any sampling parameters the route accepts (models/sampler.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from models.sampler import new_state, sample
+from scheduler.sampling_params import SamplingParams
+
+
+def _logits() -> torch.Tensor:
+    return torch.tensor([[1.0, 5.0, -2.0, 3.0]])  # [1 sequence, vocab 4]
+
+
+def test_a_temperature_too_small_to_divide_by_samples_greedily_instead_of_failing():
+    for temperature in (1e-300, 5e-324, 1e-45, 1e-6):
+        params = SamplingParams(temperature=temperature, seed=1)
+        assert params.greedy
+        [drawn] = sample(_logits(), [new_state(params, 0, [])], [([], [])])
+        assert drawn.token == 1
+
+
+def test_a_tiny_repetition_penalty_makes_seen_tokens_certain_rather_than_breaking_the_draw():
+    for prompt, certain in (([3], {3}), ([0, 3], {0, 3})):
+        for seed in range(8):
+            state = new_state(SamplingParams(temperature=1.0, repetition_penalty=1e-40, seed=seed), 0, [])
+            [drawn] = sample(_logits(), [state], [(prompt, [])])
+            assert drawn.token in certain  # a seen positive logit over 1e-40 is past float32's range
