@@ -215,7 +215,11 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
     info = state.info
     n_ctx = info.max_model_len
     # The field the client wrote the prompt in: chat renders `messages`, completions take `prompt`.
-    check_context(len(prompt_ids), n_ctx, "messages" if hasattr(req, "messages") else "prompt")
+    field = "messages" if hasattr(req, "messages") else "prompt"
+    check_context(len(prompt_ids), n_ctx, field)
+    if not prompt_ids:
+        # Nothing to decode from (a client's chat template that renders nothing, an empty prompt with no BOS).
+        raise InvalidRequestError(f"{field} came to an empty prompt: there is no token to continue from", param=field)
     vocab = info.spec.vocab_size
     for i, tok in enumerate(prompt_ids):
         if tok >= vocab:
@@ -224,10 +228,10 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         if tok >= vocab:
             raise InvalidRequestError(f"logit_bias names token id {tok}, outside the vocabulary (size {vocab})",
                                       param=f"logit_bias.{tok}")
-    for tok in req.stop_token_ids or ():
+    for i, tok in enumerate(req.stop_token_ids or ()):
         if tok >= vocab:
             raise InvalidRequestError(f"stop_token_ids names token id {tok}, outside the vocabulary (size {vocab})",
-                                      param="stop_token_ids")
+                                      param=f"stop_token_ids.{i}")
 
     d = info.generation_defaults
     max_tokens = getattr(req, "effective_max_tokens", None) or req.max_tokens or (n_ctx - len(prompt_ids))

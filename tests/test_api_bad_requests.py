@@ -70,6 +70,12 @@ CASES = [
         words=("needs content",)),
     Bad("image content part", C, body=chat(messages=[{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]), words=("image", "text-only")),
+    Bad("content part type not a string", C, body=chat(messages=[{"role": "user", "content": [{"type": [1]}]}]),
+        param="messages.0.content.0.type", words=("string",)),
+    Bad("a lone surrogate in the content", C, raw=b'{"messages": [{"role": "user", "content": "a\\ud800"}]}',
+        headers=JSON, param="messages.0.content", words=("surrogate",)),
+    Bad("a lone surrogate in a logit_bias key", C, raw=b'{"messages": [{"role": "user", "content": "a"}], '
+        b'"logit_bias": {"\\ud800": 1}}', headers=JSON, param="logit_bias", words=("surrogate",)),
     Bad("tool message without tool_call_id", C, body=chat(messages=[{"role": "tool", "content": "42"}]),
         param="messages.0.tool_call_id", words=("tool_call_id",)),
     Bad("tool-call arguments as an object", C, body=chat(messages=USER + [{"role": "assistant", "tool_calls": [
@@ -97,7 +103,7 @@ CASES = [
         words=("100",)),
     Bad("logit_bias token outside the vocabulary", C, body=chat(logit_bias={"100000": 1}),
         param="logit_bias.100000", words=("100000", "vocabulary")),
-    Bad("stop_token_ids outside the vocabulary", C, body=chat(stop_token_ids=[100000]), param="stop_token_ids",
+    Bad("stop_token_ids outside the vocabulary", C, body=chat(stop_token_ids=[100000]), param="stop_token_ids.0",
         words=("100000", "vocabulary")),
     Bad("top_logprobs without logprobs", C, body=chat(top_logprobs=2), param="top_logprobs", words=("logprobs",)),
     Bad("top_logprobs above 20", C, body=chat(logprobs=True, top_logprobs=50), param="top_logprobs",
@@ -114,6 +120,9 @@ CASES = [
         param="response_format.json_schema.schema", words=("cannot be enforced", "look-around")),
     Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),
         param="chat_template_kwargs.tools", words=("tools",)),
+    Bad("chat_template_kwargs bringing the client's own template", C,
+        body=chat(chat_template_kwargs={"chat_template": "{% for i in range(99999999) %}{% endfor %}"}),
+        param="chat_template_kwargs.chat_template", words=("chat_template", "own chat template")),
     # -- tools
     Bad("tool_choice an unknown word", C, body=chat(tools=[TOOL], tool_choice="sometimes"), param="tool_choice",
         words=("sometimes",)),
@@ -151,6 +160,10 @@ CASES = [
         words=("messages",)),
     # -- the small routes
     Bad("tokenize without content", "/tokenize", body={}, param="content", words=("content", "required")),
+    Bad("tokenize a lone surrogate", "/tokenize", raw=b'{"content": "\\udfff"}', headers=JSON, param="content",
+        words=("surrogate",)),
+    Bad("a completion prompt with a lone surrogate", P, raw=b'{"prompt": "\\ud800x", "max_tokens": 2}', headers=JSON,
+        param="prompt", words=("surrogate",)),
     Bad("detokenize a token outside the vocabulary", "/detokenize", body={"tokens": [1, 100000]},
         param="tokens.1", words=("100000", "vocabulary")),
     Bad("detokenize a string", "/detokenize", body={"tokens": "abc"}, param="tokens", words=("list",)),

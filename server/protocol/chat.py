@@ -70,6 +70,8 @@ def _content_text(value: Any) -> Any:
     texts = []
     for i, part in enumerate(value):
         kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str | None):
+            raise field_error(f"{i}.type", f"a content part's type must be a string, got {type(kind).__name__}")
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind == "text":

@@ -65,6 +65,48 @@ class WireModel(BaseModel):
         return data
 
 
+def lone_surrogate_path(value: Any) -> str | None:
+    """Dotted path of the first string (value or object key) in a parsed JSON `value` that holds a lone
+    UTF-16 surrogate (`"\\ud800"` is valid JSON but no Unicode text: the tokenizer cannot encode it), or
+    None. Walks with a stack, not recursion: the JSON parser allows deeper nesting than Python's stack."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not _is_unicode(item):
+                return path
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                sub_path = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and not _is_unicode(key):
+                    return path or "(a key)"
+                stack.append((sub_path, sub))
+        elif isinstance(item, list):
+            stack.extend((f"{path}.{i}" if path else str(i), sub) for i, sub in enumerate(item))
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class RequestBody(WireModel):
+    """Base of a whole request body: its text, anywhere, must be Unicode (no lone surrogates)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_only(cls, data: Any) -> Any:
+        path = lone_surrogate_path(data)
+        if path is not None:
+            # The path goes in the message as well: a lone surrogate in an object key cannot be printed.
+            raise field_error(path, f"{path} holds a lone UTF-16 surrogate (\\ud800-\\udfff): not Unicode text")
+        return data
+
+
 class ResponseModel(BaseModel):
     """Base of response models: omits None fields except `keep_null`."""
 
@@ -87,7 +129,7 @@ class StreamOptions(WireModel):
     continuous_usage_stats: bool = False
 
 
-class SamplingFields(WireModel):
+class SamplingFields(RequestBody):
     """Sampling knobs shared by /v1/chat/completions and /v1/completions."""
 
     model: str | None = None

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from server.protocol.common import ResponseModel, TokenId, WireModel
+from server.protocol.common import RequestBody, ResponseModel, TokenId, WireModel
 
 
-class TokenizeRequest(WireModel):
+class TokenizeRequest(RequestBody):
     content: str
     # Add the checkpoint's BOS/EOS the way a prompt would get them.
     add_special: bool = False

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from server.chat_prompt import render_chat
+from server.tokenizer_thread import off_loop
 from server.engine_params import to_sampling_params
 from server.errors import APIError
 from server.generation import (
@@ -65,7 +66,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     state.require_ready()
     check_model(req.model, state)
     info = state.info
-    prompt = render_chat(req, state.tokenizer, info.reasoning)
+    prompt = await off_loop(render_chat, req, state.tokenizer, info.reasoning)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
                                 reasoning_open=prompt.reasoning_open)

@@ -16,6 +16,7 @@ from server.errors import APIError
 from server.generation import streaming_body, check_model, collect, completion_logprobs, raise_if_failed, submit, timings_of, usage_of
 from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
 from server.sse import DONE, event
+from server.tokenizer_thread import off_loop
 
 router = APIRouter()
 
@@ -31,7 +32,7 @@ async def completions(req: CompletionRequest, http_request: Request):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
-    text, ids = _prompt(req, state.tokenizer)
+    text, ids = await off_loop(_prompt, req, state.tokenizer)
     params = to_sampling_params(req, state, text, ids, logprobs=req.logprobs)
     stream = submit(state, ids, params, req.id_slot)
     if req.stream:

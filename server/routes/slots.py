@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 from fastapi import APIRouter, Request
 
 from server.auth import check_admin_key
 from server.errors import APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
+from server.protocol.common import lone_surrogate_path
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
 from slots.fslot import SlotFormatError
 from slots.identity import IdentityMismatch
@@ -42,10 +44,10 @@ async def list_slots(request: Request, fail_on_no_slot: int = 0):
 
 
 def _slot_id(raw: str, n: int) -> int:
-    try:
-        slot_id = int(raw)
-    except ValueError:
-        raise InvalidRequestError(f"Invalid slot ID {raw!r}: not an integer", param="id_slot") from None
+    # ASCII digits only: int() would also take "+1", " 1", "1_0" and other scripts' digits.
+    if not re.fullmatch(r"-?[0-9]+", raw):
+        raise InvalidRequestError(f"Invalid slot ID {raw!r}: not an integer", param="id_slot")
+    slot_id = int(raw)
     if slot_id < 0:
         raise InvalidRequestError(f"Invalid slot ID {slot_id}: negative", param="id_slot")
     if slot_id >= n:
@@ -59,10 +61,14 @@ async def _filename(request: Request) -> str:
         body = json.loads(raw) if raw else None
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(f"could not parse JSON body: {exc.msg}") from None
+    except UnicodeDecodeError:
+        raise InvalidRequestError("could not parse JSON body: it is not UTF-8") from None
+    except RecursionError:
+        raise InvalidRequestError("could not parse JSON body: it nests too deeply") from None
     if not isinstance(body, dict) or "filename" not in body:
         raise InvalidRequestError("this action needs a JSON body with a `filename`", param="filename")
-    if not isinstance(body["filename"], str):
-        raise InvalidRequestError("`filename` must be a string", param="filename")
+    if not isinstance(body["filename"], str) or lone_surrogate_path(body["filename"]) is not None:
+        raise InvalidRequestError("`filename` must be a string of Unicode text", param="filename")
     return body["filename"]
 
 
