@@ -14,7 +14,8 @@ request recomputes the prefix's last token, as every cache hit does.
 
 Restore checks, in order: size (before reading), framing and digest (decode),
 header against body (decode), identity against the serving checkpoint
-(verify), and only then allocates pages.
+(verify), contents against the server (`check_contents`: the digest is a
+checksum anyone can recompute, not a signature), and only then allocates pages.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def write_file(path: Path, identity: SlotIdentity, payload: SlotPayload) -> int:
     return atomic_write(path, lambda f: write_to(f, identity, payload))
 
 
-def read_file(path: Path, identity: SlotIdentity, max_bytes: int) -> tuple[SlotPayload, int]:
-    """Read, decode and verify (worker thread). Raises SlotFormatError / IdentityMismatch."""
+def read_file(path: Path, identity: SlotIdentity, max_bytes: int, vocab_size: int | None = None,
+              n_ctx: int | None = None) -> tuple[SlotPayload, int]:
+    """Read, decode, verify and check the contents against the server (worker thread). Raises
+    SlotFormatError / IdentityMismatch / RestoreError."""
     size = path.stat().st_size
     check_size(size)
     if size > max_bytes:
@@ -71,8 +74,31 @@ def read_file(path: Path, identity: SlotIdentity, max_bytes: int) -> tuple[SlotP
     buf = bytearray(size)
     with open(path, "rb") as f:
         f.readinto(buf)
-    slot = decode(memoryview(buf))
-    return slot.verify(identity), size
+    payload = decode(memoryview(buf)).verify(identity)
+    check_contents(payload, vocab_size, n_ctx)
+    return payload, size
+
+
+def check_contents(payload: SlotPayload, vocab_size: int | None, n_ctx: int | None) -> None:
+    """What a well-formed file of the right model may still get wrong: token ids the model has no embedding
+    for, more tokens than a request may hold (the next prompt could not even fit), and K/V that are NaN or
+    infinite (every later request sharing the prefix would decode garbage from them)."""
+    tokens = payload.tokens
+    if vocab_size is not None and tokens.size and int(tokens.max()) >= vocab_size:
+        raise RestoreError(f"slot file holds token id {int(tokens.max())}, outside the vocabulary (size {vocab_size})")
+    held = min(len(tokens), payload.positions)
+    if n_ctx is not None and held >= n_ctx:
+        raise RestoreError(f"slot file holds {held} tokens, and this server's context is {n_ctx} (--max-model-len)")
+    for index, layer in enumerate(payload.layers):
+        for name, array in (("K", layer.k), ("V", layer.v)):
+            if not _all_finite(array):
+                raise RestoreError(f"slot file's layer {index} {name} holds NaN or infinite values")
+
+
+def _all_finite(array: np.ndarray) -> bool:
+    if array.dtype.kind == "u":  # bf16's raw bit patterns: all exponent bits set is inf or NaN
+        return not bool(np.any((array & 0x7F80) == 0x7F80))
+    return bool(np.isfinite(array).all())
 
 
 def install(payload: SlotPayload, runner, allocator, window: int | None) -> list[int]:

@@ -10,12 +10,15 @@ directory a 400 -- checked before anything touches the disk.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import httpx
+import numpy as np
 import pytest
 
 from live_server import live_server
+from slots import fslot
 
 PARALLEL = 2
 
@@ -197,3 +200,29 @@ def test_a_saved_slot_restores_into_another_slot_with_the_same_tokens(saving, sl
 
     assert _action(saving, "0", "erase").json() == {"id_slot": 0, "n_erased": held}
     assert _slot(saving, 0)["n_cached_tokens"] == 0
+
+
+def test_a_well_formed_file_with_impossible_contents_is_refused_though_its_digest_matches(saving, slot_dir):
+    # The digest is a checksum anyone can recompute: a file re-encoded after tampering passes it.
+    prompt = "Tamper: " + " ".join(uuid.uuid4().hex[:8] for _ in range(30))
+    r = httpx.post(saving.base_url + "/v1/completions", timeout=60,
+                   json={"prompt": prompt, "max_tokens": 2, "temperature": 0, "id_slot": 0})
+    assert r.status_code == 200, r.text
+    assert _action(saving, "0", "save", {"filename": "honest.fslot"}).status_code == 200
+    assert _action(saving, "1", "erase").status_code == 200
+    slot = fslot.decode((slot_dir / "honest.fslot").read_bytes())
+    payload = slot.verify(slot.identity)
+    vocab = saving.state.info.spec.vocab_size
+
+    def tampered(name: str, **change) -> dict:
+        (slot_dir / name).write_bytes(fslot.encode(slot.identity, dataclasses.replace(payload, **change)))
+        return _error(_action(saving, "1", "restore", {"filename": name}), 400, "invalid_request_error", "filename")
+
+    tokens = payload.tokens.copy()
+    tokens[3] = vocab + 7
+    assert str(vocab + 7) in tampered("token.fslot", tokens=tokens)["message"]
+    poisoned = [fslot.LayerKV(layer.k.copy(), layer.v.copy(), layer.first_held) for layer in payload.layers]
+    poisoned[-1].v[0] = poisoned[-1].v.dtype.type(0x7FC0) if poisoned[-1].v.dtype.kind == "u" else np.nan
+    assert "NaN or infinite" in tampered("nan.fslot", layers=poisoned)["message"]
+    assert _slot(saving, 1)["n_cached_tokens"] == 0  # nothing was installed
+    assert _action(saving, "1", "restore", {"filename": "honest.fslot"}).status_code == 200
