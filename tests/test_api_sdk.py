@@ -14,8 +14,10 @@ default opens a `<think>` block, tested where reasoning is the point.
 
 from __future__ import annotations
 
+import json
 import uuid
 
+import httpx
 import openai
 import pytest
 
@@ -66,6 +68,48 @@ def test_the_model_list_names_the_one_served_checkpoint(client, server):
     models = client.models.list().data
     assert [m.id for m in models] == [server.state.info.served_model_name]
     assert models[0].object == "model"
+
+
+def test_the_sdk_retrieves_the_served_model_and_an_unknown_one_is_a_404_naming_it(client, server):
+    name = server.state.info.served_model_name
+    assert client.models.retrieve(name).id == name
+    with pytest.raises(openai.NotFoundError) as err:
+        client.models.retrieve("no-such/model")
+    assert "no-such/model" in err.value.body["message"] and err.value.body["param"] == "model"
+    assert httpx.head(server.base_url + "/health", timeout=30).status_code == 200
+
+
+class _FailingSampler:
+    """Samples for real `allowed` times, then raises as a broken engine step would."""
+
+    def __init__(self, real, allowed: int) -> None:
+        self.real, self.allowed = real, allowed
+        self.new_state = real.new_state
+
+    def sample(self, logits, states, histories):
+        self.allowed -= 1
+        if self.allowed < 0:
+            raise RuntimeError("a step that fails on purpose")
+        return self.real.sample(logits, states, histories)
+
+
+@pytest.mark.parametrize("route, body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+    ("/v1/completions", {"prompt": "hi"}),
+])
+def test_a_stream_that_fails_midway_reports_the_error_in_band_then_ends_with_done(server, model, no_eos, route, body):
+    engine = server.state.engine
+    real = engine.sampler
+    engine.sampler = _FailingSampler(real, allowed=3)
+    try:
+        r = httpx.post(server.base_url + route, timeout=120, json={
+            **body, "model": model, "max_tokens": 12, "stream": True, "logit_bias": no_eos})
+    finally:
+        engine.sampler = real
+    assert r.status_code == 200  # the headers went out with the first chunk
+    events = [line.removeprefix("data: ") for line in r.text.split("\n\n") if line.startswith("data: ")]
+    assert len(events) >= 3 and events[-1] == "[DONE]"
+    assert json.loads(events[-2])["error"]["type"] == "server_error"
 
 
 def test_a_chat_completion_stops_at_max_tokens_and_counts_them(client, model, no_eos):

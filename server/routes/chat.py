@@ -148,6 +148,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
         yield DONE
     except APIError as exc:  # headers are gone: report in-band, as llama.cpp does
         yield event(exc.body())
+        yield DONE  # and end the stream as every stream ends, as vLLM does
     finally:
         # Normal end: the request is already finished and this is a no-op.
         # Client gone (the iterator is cancelled): the engine frees its pages.

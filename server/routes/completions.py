@@ -77,7 +77,8 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
             usage = Usage.of(len(prompt_ids), completion_tokens, stats0.cached_tokens if stats0 else 0)
             yield event(CompletionChunk(id=cid, model=model, choices=[], usage=usage))
         yield DONE
-    except APIError as exc:
+    except APIError as exc:  # in-band, then the stream's usual end (chat.py's stream does the same)
         yield event(exc.body())
+        yield DONE
     finally:
         state.engine.abort(stream.request_id)

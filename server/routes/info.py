@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from server.errors import InvalidRequestError
+from server.generation import check_model
 from server.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse, TokenPiece
 from server.tokenizer_thread import off_loop
 
@@ -24,8 +25,8 @@ def _state(request: Request):
     return request.app.state.server
 
 
-@router.get("/health")
-@router.get("/v1/health")
+@router.api_route("/health", methods=["GET", "HEAD"])
+@router.api_route("/v1/health", methods=["GET", "HEAD"])
 async def health(request: Request):
     state = _state(request)
     if state.status == "ready":
@@ -36,17 +37,29 @@ async def health(request: Request):
     return JSONResponse(body, status_code=503)
 
 
-@router.get("/v1/models")
-async def models(request: Request):
-    state = _state(request)
-    state.require_ready()
-    info = state.info
-    return {"object": "list", "data": [{
+def _model(info) -> dict:
+    return {
         "id": info.served_model_name, "object": "model", "created": STARTED, "owned_by": "anchorage",
         "max_model_len": info.max_model_len,
         "meta": {"architecture": info.spec.architecture, "n_ctx_train": info.spec.max_position_embeddings,
                  "n_vocab": info.spec.vocab_size},
-    }]}
+    }
+
+
+@router.get("/v1/models")
+async def models(request: Request):
+    state = _state(request)
+    state.require_ready()
+    return {"object": "list", "data": [_model(state.info)]}
+
+
+@router.get("/v1/models/{model_id:path}")
+async def model(model_id: str, request: Request):
+    """OpenAI's retrieve (the SDK's `models.retrieve`); a served name may hold a slash (`Qwen/Qwen3-8B`)."""
+    state = _state(request)
+    state.require_ready()
+    check_model(model_id, state)
+    return _model(state.info)
 
 
 @router.get("/props")
