@@ -4,7 +4,7 @@ The checkpoint's own chat template does the rendering (through the tokenizer's
 `apply_chat_template`), with the request's tools and `chat_template_kwargs`
 (e.g. `enable_thinking`): every family's quirks live in its template, not
 here. Tool-call arguments arrive as JSON strings and are handed to the
-template as objects when they parse, since templates `tojson` them; a string
+template as objects when they parse as one, since templates `tojson` them; a string
 that does not parse is passed through unchanged.
 
 The result also says whether the rendered prompt left a thought open
@@ -14,7 +14,6 @@ output parser need.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +30,10 @@ class RenderedPrompt:
     tools_offered: bool
 
 
-def _arguments(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
+def _arguments(call) -> Any:
+    """An object for templates that `tojson` it; anything else goes through as the client's string."""
+    parsed = call.function.arguments_object()
+    return call.function.arguments if parsed is None else parsed
 
 
 def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
@@ -50,8 +48,7 @@ def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
             msg["reasoning_content"] = m.reasoning_content
         if m.tool_calls:
             msg["tool_calls"] = [
-                {"id": tc.id, "type": "function",
-                 "function": {"name": tc.function.name, "arguments": _arguments(tc.function.arguments)}}
+                {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": _arguments(tc)}}
                 for tc in m.tool_calls
             ]
         out.append(msg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from server.chat_prompt import template_messages
 from server.errors import api_error_from_validation
 from server.protocol import (
     ChatCompletion,
@@ -211,6 +212,12 @@ def test_tool_call_arguments_stay_the_clients_string_and_parse_on_demand():
     truncated = assistant('{"city": "Par')  # a cut-off call echoed back is not a 400
     assert truncated.arguments_object() is None
     assert assistant("[1, 2]").arguments_object() is None
+    # JSON that Python's own parser refuses is the client's string too, and the template gets it as such.
+    for arguments in ('{"n": ' + "9" * 5000 + "}", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"):
+        assert assistant(arguments).arguments_object() is None
+        req = ChatCompletionRequest.model_validate(msg(role="assistant", tool_calls=[
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]))
+        assert template_messages(req)[0]["tool_calls"][0]["function"]["arguments"] == arguments
 
 
 def test_max_tokens_alone_is_the_effective_limit_and_absence_leaves_it_to_the_server():

@@ -108,7 +108,7 @@ class FunctionCall(WireModel):
         """The arguments as a dict, for templates that `tojson` them; None if not an object."""
         try:
             value = json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, an integer past Python's 4300 digits, or nesting past the stack
             return None
         return value if isinstance(value, dict) else None
 
