@@ -182,7 +182,9 @@ def field_path(loc: Iterable[str | int]) -> str:
     parts = [str(p) for p in loc]
     if parts and (parts[0] == "body" or (parts[0] in _LOCATIONS and len(parts) > 1)):
         parts = parts[1:]
-    return ".".join(parts)
+    # pydantic names the union member that failed (`tool_choice.literal['auto','none','required']`,
+    # `function-after[...]`); the client's field is the path without it. Field names hold no brackets.
+    return ".".join(p for p in parts if "[" not in p)
 
 
 def _describe(error: Mapping[str, Any]) -> tuple[str, str]:
@@ -264,9 +266,14 @@ async def _http_exception_handler(request: Request, exc: StarletteHTTPException)
         message = f"method {request.method} is not allowed on {request.url.path}"
         if allowed:
             message += f" (allowed: {allowed})"
+    elif status == 400 and exc.detail == "There was an error parsing the body":
+        # FastAPI's answer when the JSON parser raised something other than a syntax error.
+        message = "could not parse the JSON body: it is not UTF-8, nests too deeply or holds a number too long"
     else:
         message = str(exc.detail)
     code = {404: "not_found", 405: "method_not_allowed"}.get(status)
+    if message.startswith("could not parse the JSON body"):
+        code = "json_invalid"
     return APIError(
         status, message, _type_for_status(status), code=code, headers=exc.headers
     ).response()

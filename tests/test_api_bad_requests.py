@@ -124,6 +124,11 @@ CASES = [
         body=chat(chat_template_kwargs={"chat_template": "{% for i in range(99999999) %}{% endfor %}"}),
         param="chat_template_kwargs.chat_template", words=("chat_template", "own chat template")),
     # -- tools
+    Bad("tool_choice a number", C, body=chat(tools=[TOOL], tool_choice=1), param="tool_choice"),
+    Bad("a body that is not UTF-8", C, raw=b'{"messages": [{"role": "user", "content": "\xff"}]}', headers=JSON,
+        words=("UTF-8",)),
+    Bad("a body nested past the parser's limit", C, raw=b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        headers=JSON, words=("nests too deeply",)),
     Bad("tool_choice an unknown word", C, body=chat(tools=[TOOL], tool_choice="sometimes"), param="tool_choice",
         words=("sometimes",)),
     Bad("tool_choice required without tools", C, body=chat(tool_choice="required"), param="tool_choice",
