@@ -304,3 +304,17 @@ def test_the_openai_sdk_parses_our_responses_and_chunks():
         model="m", choices=[CompletionChoice(index=0, text="hi", finish_reason="length")]
     ).model_dump())
     assert completion.choices[0].text == "hi"
+
+
+def test_a_message_the_sdk_helpers_returned_is_accepted_back_as_it_came():
+    from openai.types.chat import ParsedChatCompletionMessage, ParsedFunctionToolCall
+    from openai.types.chat.parsed_function_tool_call import ParsedFunction
+
+    parsed = ParsedChatCompletionMessage(role="assistant", content=None, parsed={"ok": True}, tool_calls=[
+        ParsedFunctionToolCall(id="c1", type="function",
+                               function=ParsedFunction(name="f", arguments='{"a": 1}', parsed_arguments={"a": 1}))])
+    streamed = {"role": "assistant", "tool_calls": [  # the stream helper's final message keeps each call's index
+        {"index": 0, "id": "c2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    for message in (parsed.model_dump(), parsed.model_dump(exclude_none=True), streamed):
+        req = ChatCompletionRequest.model_validate(msg(**message))
+        assert req.messages[0].tool_calls[0].function.name == "f"

@@ -13,7 +13,9 @@ Accepted and ignored at the top level (`ignored_fields`): llama.cpp web UI's
 fixed), so that UI works unmodified. `user`, `metadata` and `store` are
 declared and ignored. Every other unknown field is a 400 naming it. On
 messages, the OpenAI SDK's round-trip fields `refusal`, `annotations`,
-`audio`, `function_call` are ignored; `reasoning` (newer vLLM's name) is read
+`audio`, `function_call` are ignored, and so are those its helpers add to a
+message sent back as it came (`parse()`'s `parsed` and a call's
+`parsed_arguments`, the stream helper's `tool_calls[].index`); `reasoning` (newer vLLM's name) is read
 as `reasoning_content`.
 
 Responses omit None fields (see `ResponseModel`), except `content`,
@@ -88,6 +90,8 @@ def _content_text(value: Any) -> Any:
 
 
 class FunctionCall(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"parsed_arguments"})
+
     name: Annotated[str, Field(min_length=1)]
     # A JSON-encoded object, as OpenAI sends it. Kept as the client's string:
     # it may be a model's truncated output echoed back, which must not make
@@ -114,13 +118,15 @@ class FunctionCall(WireModel):
 
 
 class MessageToolCall(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"index"})
+
     id: str | None = None
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
 class ChatMessage(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"refusal", "annotations", "audio", "function_call"})
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"refusal", "annotations", "audio", "function_call", "parsed"})
 
     role: Role
     content: str | None = None
