@@ -25,7 +25,8 @@ from server.protocol import Timings, Usage
 def check_model(requested: str | None, state) -> None:
     name = state.info.served_model_name
     if requested is not None and requested != name:
-        raise NotFoundError(f"model {requested!r} does not exist; this server serves {name!r}", param="model")
+        raise NotFoundError(f"model {requested!r} does not exist; this server serves {name!r}", param="model",
+                            code="model_not_found")  # OpenAI's code for it
 
 
 def submit(state, prompt_ids: list[int], params, id_slot: int | None = None) -> RequestStream:

@@ -15,6 +15,7 @@ default opens a `<think>` block, tested where reasoning is the point.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import httpx
@@ -76,6 +77,7 @@ def test_the_sdk_retrieves_the_served_model_and_an_unknown_one_is_a_404_naming_i
     with pytest.raises(openai.NotFoundError) as err:
         client.models.retrieve("no-such/model")
     assert "no-such/model" in err.value.body["message"] and err.value.body["param"] == "model"
+    assert err.value.body["code"] == "model_not_found"
     assert httpx.head(server.base_url + "/health", timeout=30).status_code == 200
 
 
@@ -93,10 +95,43 @@ class _FailingSampler:
         return self.real.sample(logits, states, histories)
 
 
-@pytest.mark.parametrize("route, body", [
+class _SlowSampler:
+    """Samples for real, a quarter of a second per step: a stream of a few tokens spans seconds."""
+
+    def __init__(self, real) -> None:
+        self.real, self.new_state = real, real.new_state
+
+    def sample(self, logits, states, histories):
+        time.sleep(0.25)
+        return self.real.sample(logits, states, histories)
+
+
+STREAMED_ROUTES = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
     ("/v1/completions", {"prompt": "hi"}),
-])
+]
+
+
+def _events(text: str) -> list[str]:
+    return [line.removeprefix("data: ") for line in text.split("\n\n") if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("route, body", STREAMED_ROUTES)
+def test_every_chunk_of_a_stream_carries_one_id_and_one_created_time(server, model, no_eos, route, body):
+    engine = server.state.engine
+    real = engine.sampler
+    engine.sampler = _SlowSampler(real)
+    try:
+        r = httpx.post(server.base_url + route, timeout=120, json={
+            **body, "model": model, "max_tokens": 8, "stream": True, "logit_bias": no_eos})
+    finally:
+        engine.sampler = real
+    chunks = [json.loads(e) for e in _events(r.text)[:-1]]
+    assert len(chunks) >= 3  # spread over the eight steps' two seconds
+    assert len({c["id"] for c in chunks}) == 1 and len({c["created"] for c in chunks}) == 1
+
+
+@pytest.mark.parametrize("route, body", STREAMED_ROUTES)
 def test_a_stream_that_fails_midway_reports_the_error_in_band_then_ends_with_done(server, model, no_eos, route, body):
     engine = server.state.engine
     real = engine.sampler
@@ -107,7 +142,7 @@ def test_a_stream_that_fails_midway_reports_the_error_in_band_then_ends_with_don
     finally:
         engine.sampler = real
     assert r.status_code == 200  # the headers went out with the first chunk
-    events = [line.removeprefix("data: ") for line in r.text.split("\n\n") if line.startswith("data: ")]
+    events = _events(r.text)
     assert len(events) >= 3 and events[-1] == "[DONE]"
     assert json.loads(events[-2])["error"]["type"] == "server_error"
 
@@ -153,7 +188,7 @@ def test_a_streamed_thought_arrives_as_reasoning_content_equal_to_the_whole_one(
     args = dict(model=model, messages=[{"role": "user", "content": "Think about it"}], max_tokens=6,
                 temperature=0, logit_bias=bias)
     whole = client.chat.completions.create(**args)
-    assert whole.choices[0].message.content in (None, "")
+    assert whole.choices[0].message.content is None  # as the stream, which never sends content, reassembles it
     assert whole.choices[0].message.reasoning_content
 
     chunks = list(client.chat.completions.create(**args, stream=True))

@@ -11,6 +11,8 @@ the body iterator; `finally` tells the engine).
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
@@ -86,7 +88,9 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
             # One call was asked for; later ones are dropped, not turned into content.
             parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])
         msg = ChatCompletionMessage(
-            content=parsed.content if (parsed.content or not parsed.tool_calls) else None,
+            # None when the model wrote no answer text (only calls, only a thought): what a stream of the same
+            # turn reassembles to, since it never sends a content delta then -- and what vLLM answers.
+            content=parsed.content or None,
             reasoning_content=parsed.reasoning or None,
             tool_calls=parsed.tool_calls_payload() or None,
         )
@@ -104,13 +108,14 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
 
 async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format):
     info = state.info
-    cid, model = new_chat_id(), info.served_model_name
+    # One id and one timestamp for every chunk of the stream (OpenAI: "each chunk has the same timestamp").
+    cid, model, created = new_chat_id(), info.served_model_name, int(time.time())
     parsers = [StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
                for _ in range(req.n)]
     completion_tokens, stats0 = 0, None
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
-        return event(ChatCompletionChunk(id=cid, model=model, choices=[ChunkChoice(
+        return event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[ChunkChoice(
             index=index, delta=delta, finish_reason=finish, logprobs=logprobs, token_ids=token_ids)], **extra))
 
     try:
@@ -144,7 +149,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
             usage = Usage.of(len(prompt.token_ids), completion_tokens, cached)
-            yield event(ChatCompletionChunk(id=cid, model=model, choices=[], usage=usage))
+            yield event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[], usage=usage))
         yield DONE
     except APIError as exc:  # headers are gone: report in-band, as llama.cpp does
         yield event(exc.body())

@@ -8,6 +8,8 @@ can send them back and hit the prefix cache exactly.
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
@@ -50,7 +52,7 @@ async def completions(req: CompletionRequest, http_request: Request):
 
 
 async def _stream(state, req: CompletionRequest, stream, prompt_ids):
-    cid, model = new_completion_id(), state.info.served_model_name
+    cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
     offsets = [0] * req.n
     prompt_sent = [False] * req.n
     completion_tokens, stats0 = 0, None
@@ -71,11 +73,11 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
             choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
                                       token_ids=ev.token_ids if req.return_token_ids else None,
                                       prompt_token_ids=prompt_ids if first else None)
-            yield event(CompletionChunk(id=cid, model=model, choices=[choice],
+            yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice],
                                         timings=timings_of(ev.stats) if reason else None))
         if req.stream_options and req.stream_options.include_usage:
             usage = Usage.of(len(prompt_ids), completion_tokens, stats0.cached_tokens if stats0 else 0)
-            yield event(CompletionChunk(id=cid, model=model, choices=[], usage=usage))
+            yield event(CompletionChunk(id=cid, created=created, model=model, choices=[], usage=usage))
         yield DONE
     except APIError as exc:  # in-band, then the stream's usual end (chat.py's stream does the same)
         yield event(exc.body())
