@@ -134,6 +134,15 @@ def test_a_call_cut_short_after_it_was_announced_stays_a_call_in_the_stream_only
     assert whole(None, "hermes", False, text) == ("", text, [])
 
 
+@pytest.mark.parametrize("cut", ['"cit', '"city": 12', '"city": tr', '"city": "Par'],
+                         ids=["in a key", "in a number", "in a literal", "in a string"])
+def test_a_call_cut_short_streams_its_arguments_as_far_as_the_model_wrote_them(cut):
+    text = '<tool_call>{"name": "f", "arguments": {' + cut
+    for split in ([len(text) - len(cut)], [len(text) - 2], range(1, len(text))):
+        _, events = run_stream(None, "hermes", False, text, split)
+        assert collect(events) == ("", "", [("f", "{" + cut)]), split
+
+
 def test_a_syntax_error_after_the_announcement_ends_the_call_and_the_rest_is_content():
     text = '<tool_call>{"name": "f", "arguments": {"a": 1 2}}</tool_call>'
     _, events = run_stream(None, "hermes", False, text, [text.index(" 2")])

@@ -94,6 +94,11 @@ class CallObjectStream:
                 self.error = f"a tool call needs an object under {self.args_keys[0]!r}"
         return used
 
+    def pending_args(self) -> str:
+        """Argument text read but not yet produced (a key or number cut off mid-way), for a call the text
+        ends inside: with what take_args gave, it is the prefix of the arguments the model wrote."""
+        return self.scanner.pending() if self._args_state == "open" else ""
+
     def take_args(self) -> str:
         """Canonical argument text produced since the last call."""
         text = "".join(self._args)

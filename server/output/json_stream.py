@@ -123,6 +123,14 @@ class JsonScanner:
                 i += 1
         return i
 
+    def pending(self) -> str:
+        """Canonical text of what was read but has produced no event yet: an open key (keys are emitted
+        whole) or a number or literal still being read. A value string's text is streamed as it comes
+        (only an escape or half a surrogate pair may wait, and is left out)."""
+        if self._string is not None and self._is_key:
+            return '"' + escape_text("".join(self._string))
+        return self._token or ""
+
     def finish(self) -> None:
         """End of input: a top-level number ends here; anything open is an error."""
         if self._token is not None and not self.stack and self._token[0] not in _LITERALS:

@@ -23,8 +23,10 @@ Rules every format follows, identically in both readings:
 The streamed events concatenate to the whole parse, with one exception a
 stream cannot avoid: once a call's name and the opening of its arguments
 have been sent, a later syntax error or the end of the text (`max_tokens`)
-cannot un-send it. The stream then ends that call as it stands and treats
-the rest as content, while the whole parse calls the block content.
+cannot un-send it. The stream then ends that call as it stands (at the end
+of the text, with its arguments as far as the model wrote them, a key or
+number cut mid-way included) and treats the rest as content, while the
+whole parse calls the block content.
 
 The streaming machinery every format builds on is `ToolCallStreamer`
 (tool_stream.py); the whole-text loop they share is `scan_blocks` here.

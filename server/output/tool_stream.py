@@ -171,6 +171,10 @@ class ToolCallStreamer:
             return True
         if final and self._current is None:
             self._fail()
+        elif final:  # the text ends inside an announced call (max_tokens): its arguments end as far as it got
+            tail = call.pending_args()
+            if tail:
+                self._events.append(ToolCallDelta(self._current, arguments=tail))
         return False
 
     def _fail(self) -> None:
