@@ -17,7 +17,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from server.chat_prompt import render_chat
-from server.tokenizer_thread import off_loop
 from server.engine_params import to_sampling_params
 from server.errors import APIError
 from server.generation import (
@@ -42,6 +41,7 @@ from server.protocol import (
     new_chat_id,
 )
 from server.sse import DONE, event
+from server.tokenizer_thread import off_loop
 
 router = APIRouter()
 
