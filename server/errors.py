@@ -259,6 +259,7 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
 
 async def _http_exception_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     status = exc.status_code
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status)
     if status == 404 and exc.detail == "Not Found":
         message = f"no route for {request.method} {request.url.path}"
     elif status == 405 and exc.detail == "Method Not Allowed":
@@ -269,11 +270,9 @@ async def _http_exception_handler(request: Request, exc: StarletteHTTPException)
     elif status == 400 and exc.detail == "There was an error parsing the body":
         # FastAPI's answer when the JSON parser raised something other than a syntax error.
         message = "could not parse the JSON body: it is not UTF-8, nests too deeply or holds a number too long"
+        code = "json_invalid"
     else:
         message = str(exc.detail)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(status)
-    if message.startswith("could not parse the JSON body"):
-        code = "json_invalid"
     return APIError(
         status, message, _type_for_status(status), code=code, headers=exc.headers
     ).response()
