@@ -58,6 +58,13 @@ class ChoiceResult:
             self.finish_reason, self.stats, self.error = ev.finish_reason, ev.stats, ev.error
 
 
+def continuous_usage(req) -> bool:
+    """vLLM's `stream_options: {"include_usage": true, "continuous_usage_stats": true}`: every chunk
+    carries the counts so far, not only the final usage chunk."""
+    options = req.stream_options
+    return bool(options and options.include_usage and options.continuous_usage_stats)
+
+
 def raise_if_failed(ev_or_choice) -> None:
     if getattr(ev_or_choice, "finish_reason", None) == "error":
         raise ServerError(f"generation failed: {ev_or_choice.error or 'engine error'}")

@@ -132,6 +132,21 @@ def test_every_chunk_of_a_stream_carries_one_id_and_one_created_time(server, mod
 
 
 @pytest.mark.parametrize("route, body", STREAMED_ROUTES)
+def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(server, model, no_eos, route, body):
+    def stream(continuous: bool) -> list[dict]:
+        r = httpx.post(server.base_url + route, timeout=120, json={
+            **body, "model": model, "max_tokens": 6, "stream": True, "logit_bias": no_eos, "temperature": 0,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": continuous}})
+        return [json.loads(e) for e in _events(r.text)[:-1]]
+
+    plain, continuous = stream(False), stream(True)
+    assert all("usage" not in c for c in plain[:-1]) and plain[-1]["usage"]["completion_tokens"] == 6
+    counts = [c["usage"]["completion_tokens"] for c in continuous]
+    assert counts == sorted(counts) and counts[-1] == 6 and counts[0] < 6
+    assert {c["usage"]["prompt_tokens"] for c in continuous} == {plain[-1]["usage"]["prompt_tokens"]}
+
+
+@pytest.mark.parametrize("route, body", STREAMED_ROUTES)
 def test_a_stream_that_fails_midway_reports_the_error_in_band_then_ends_with_done(server, model, no_eos, route, body):
     engine = server.state.engine
     real = engine.sampler

@@ -251,6 +251,12 @@ class Usage(ResponseModel):
     completion_tokens_details: CompletionTokensDetails | None = None
 
     @classmethod
+    def running(cls, prompt_tokens: int, completion_tokens: int) -> Usage:
+        """The counts so far, for vLLM's `stream_options.continuous_usage_stats` (no details mid-stream)."""
+        return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                   total_tokens=prompt_tokens + completion_tokens)
+
+    @classmethod
     def of(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0,
            reasoning_tokens: int | None = None) -> Usage:
         return cls(

@@ -118,4 +118,5 @@ class Completion(ResponseModel):
 
 
 class CompletionChunk(Completion):
-    """A streamed piece: same shape; `usage` only on the final usage chunk."""
+    """A streamed piece: same shape; `usage` only on the final usage chunk (and the counts so far on every
+    chunk under `stream_options.continuous_usage_stats`)."""

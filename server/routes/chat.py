@@ -23,6 +23,7 @@ from server.generation import (
     streaming_body,
     chat_logprobs,
     check_model,
+    continuous_usage,
     collect,
     raise_if_failed,
     submit,
@@ -113,8 +114,11 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     parsers = [StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
                for _ in range(req.n)]
     completion_tokens, stats0 = 0, None
+    continuous = continuous_usage(req)
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
+        if continuous:
+            extra["usage"] = Usage.running(len(prompt.token_ids), completion_tokens)
         return event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[ChunkChoice(
             index=index, delta=delta, finish_reason=finish, logprobs=logprobs, token_ids=token_ids)], **extra))
 

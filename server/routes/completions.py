@@ -15,7 +15,17 @@ from fastapi.responses import StreamingResponse
 
 from server.engine_params import to_sampling_params
 from server.errors import APIError
-from server.generation import streaming_body, check_model, collect, completion_logprobs, raise_if_failed, submit, timings_of, usage_of
+from server.generation import (
+    check_model,
+    collect,
+    completion_logprobs,
+    continuous_usage,
+    raise_if_failed,
+    streaming_body,
+    submit,
+    timings_of,
+    usage_of,
+)
 from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
 from server.sse import DONE, event
 from server.tokenizer_thread import off_loop
@@ -73,7 +83,8 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
             choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
                                       token_ids=ev.token_ids if req.return_token_ids else None,
                                       prompt_token_ids=prompt_ids if first else None)
-            yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice],
+            running = Usage.running(len(prompt_ids), completion_tokens) if continuous_usage(req) else None
+            yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice], usage=running,
                                         timings=timings_of(ev.stats) if reason else None))
         if req.stream_options and req.stream_options.include_usage:
             usage = Usage.of(len(prompt_ids), completion_tokens, stats0.cached_tokens if stats0 else 0)
