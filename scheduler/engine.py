@@ -12,7 +12,9 @@ so this module stays free of torch; logits pass through it untouched.
 
 A sequence finishes on EOS or a stop token id (unless ignore_eos), a stop
 string, `max_tokens`, or the context length (`max_model_len`). The terminal
-token id is reported but never detokenized into the text.
+token id is reported but never detokenized into the text. It ends with an
+error when something fails: a failed forward step ends every sequence in
+flight, a failed sampling only the sequence it was for.
 """
 
 from __future__ import annotations
@@ -169,11 +171,15 @@ class Engine:
                 self._emit_final(seq, "abort")
 
     def _fail_all(self, message: str) -> None:
-        for seq_id, live in list(self._live.items()):
-            seq = live.seq
-            self.scheduler.abort(seq)
-            seq.finish_reason = "error"
-            self._emit_final(seq, "error", error=message)
+        for live in list(self._live.values()):
+            self._fail(live.seq, message)
+
+    def _fail(self, seq: Sequence, message: str) -> None:
+        if seq.seq_id not in self._live:
+            return  # already finished (an error after its final event)
+        self.scheduler.abort(seq)
+        seq.finish_reason = "error"
+        self._emit_final(seq, "error", error=message)
 
     def step(self) -> None:
         decision = self.scheduler.schedule()
@@ -186,10 +192,17 @@ class Engine:
         self.scheduler.after_step(decision)
         self.counters.steps += 1
         sampling = [s for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
-        states = [self._live[s.seq_id].state for s in sampling]
-        results = self.sampler.sample(logits, states, [(s.prompt_ids, s.output_ids) for s in sampling])
-        for seq, res in zip(sampling, results):
-            self._accept(seq, res)
+        for row, seq in enumerate(sampling):
+            # One sequence at a time: a sequence whose sampling fails (a bug its parameters or its grammar
+            # reach) ends with an error alone; the others in the batch go on. logits[row:row + 1]: [1, vocab].
+            try:
+                [res] = self.sampler.sample(logits[row:row + 1], [self._live[seq.seq_id].state],
+                                            [(seq.prompt_ids, seq.output_ids)])
+                self._accept(seq, res)
+            except Exception:
+                self.counters.step_errors += 1
+                log.error("sampling sequence %s failed:\n%s", seq.seq_id, traceback.format_exc())
+                self._fail(seq, "internal error while sampling this request; see server log")
 
     def _accept(self, seq: Sequence, res) -> None:
         live = self._live[seq.seq_id]

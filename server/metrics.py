@@ -29,7 +29,7 @@ class EngineCollector:
         yield _counter("tokens_predicted_total", "Tokens generated", c.generation_tokens)
         yield _counter("requests_finished_total", "Requests finished", c.requests_finished)
         yield _counter("engine_steps_total", "Forward steps run", c.steps)
-        yield _counter("engine_step_errors_total", "Forward steps that failed", c.step_errors)
+        yield _counter("engine_step_errors_total", "Forward steps and sequence samplings that failed", c.step_errors)
         yield _counter("prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache", s.cache_hit_tokens)
         yield _counter("preemptions_total", "Sequences preempted by recompute", s.preemptions)
         yield _counter("anchors_set_total", "Tool-call anchors set", s.anchors_set)

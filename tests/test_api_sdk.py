@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -129,6 +130,38 @@ def test_every_chunk_of_a_stream_carries_one_id_and_one_created_time(server, mod
     chunks = [json.loads(e) for e in _events(r.text)[:-1]]
     assert len(chunks) >= 3  # spread over the eight steps' two seconds
     assert len({c["id"] for c in chunks}) == 1 and len({c["created"] for c in chunks}) == 1
+
+
+class _PickySampler:
+    """Fails for the sequences of requests sent at one odd temperature, slowly samples the others."""
+
+    def __init__(self, real, poison: float) -> None:
+        self.real, self.poison, self.new_state = real, poison, real.new_state
+
+    def sample(self, logits, states, histories):
+        time.sleep(0.05)
+        if any(state.params.temperature == self.poison for state in states):
+            raise RuntimeError("a sampling bug this request's parameters reach")
+        return self.real.sample(logits, states, histories)
+
+
+def test_a_request_whose_sampling_fails_ends_alone_and_the_others_in_its_batch_finish(server, model, no_eos):
+    engine = server.state.engine
+    real = engine.sampler
+    engine.sampler = _PickySampler(real, poison=0.123)
+    url = server.base_url + "/v1/chat/completions"
+    ask = {"model": model, "messages": [{"role": "user", "content": "Tell me a story"}], "logit_bias": no_eos}
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            good = pool.submit(httpx.post, url, json={**ask, "max_tokens": 30, "temperature": 0}, timeout=120)
+            time.sleep(0.5)  # the good one is decoding (30 steps of 50 ms or more) when the bad one arrives
+            bad = pool.submit(httpx.post, url, json={**ask, "max_tokens": 4, "temperature": 0.123}, timeout=120)
+            good, bad = good.result(), bad.result()
+    finally:
+        engine.sampler = real
+    assert bad.status_code == 500 and "sampling this request" in bad.json()["error"]["message"]
+    assert good.status_code == 200, good.text
+    assert good.json()["usage"]["completion_tokens"] == 30
 
 
 @pytest.mark.parametrize("route, body", STREAMED_ROUTES)
