@@ -83,7 +83,11 @@ def _mask(row: torch.Tensor, processors: list) -> torch.Tensor:
 def _draw(row: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> int:
     # A tiny repetition penalty or temperature can push a logit past float32's range: +inf would make
     # the whole softmax NaN (and the draw fail), so it becomes the largest finite value instead.
-    row = torch.nan_to_num(row / p.temperature, nan=float("-inf"), posinf=torch.finfo(row.dtype).max)
+    scaled = torch.nan_to_num(row / p.temperature, nan=float("-inf"), posinf=torch.finfo(row.dtype).max,
+                              neginf=float("-inf"))  # a masked token stays impossible
+    if not bool(torch.isfinite(scaled).any()):
+        return int(torch.argmax(row))  # every allowed logit fell below float32's range: the best of them
+    row = scaled
     if p.top_k and p.top_k > 0 and p.top_k < row.shape[0]:
         kth = torch.topk(row, p.top_k).values[-1]
         row = row.masked_fill(row < kth, float("-inf"))

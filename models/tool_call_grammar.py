@@ -17,9 +17,9 @@ arms it again -- unless the request says `parallel_tool_calls: false`: then
 the end of turn is forced after the first call, and the list forms hold one
 call. Llama 3.1 writes calls to a client's tools as a bare JSON message, so
 for that format the grammar also arms, as llama.cpp's does, once the message
-starts with `{"name": "` (llama.cpp's trigger pattern: any spacing, maybe
-`"type": "function", ` first; the call then keeps llama.cpp's bounded
-spacing); until then, and in any message that starts otherwise, nothing is
+starts with `{"name": "` (llama.cpp's trigger pattern, in llama.cpp's bounded
+JSON spacing -- nothing, a space, or a newline and some indentation -- and
+maybe after `"type": "function", `); until then, and in any message that starts otherwise, nothing is
 constrained. A small model's call then always parses, names a
 tool the client offered, and has the arguments the schema requires, with
 the types and enums it gives. What the values say (which city, which
@@ -91,8 +91,9 @@ def call_grammar_vocabulary(grammars: GrammarVocabulary | None, call_format: str
 MISTRAL_ARGS = "[ARGS]"
 # What ends a Llama 3 call message: `<|eom_id|>` after a python-tag call (Llama 3.1), `<|eot_id|>` otherwise.
 LLAMA_ENDS = ("<|eom_id|>", "<|eot_id|>")
-# llama.cpp's trigger for a bare Llama call, at the message's start after any whitespace: `{"name": "`, in
-# any spacing, maybe after `"type": "function", ` (Llama 3.2 writes that). A message that cannot start so is
+# llama.cpp's trigger for a bare Llama call, at the message's start after any whitespace: `{"name": "`,
+# maybe after `"type": "function", ` (Llama 3.2 writes that). The grammar, fed the message from its start,
+# must accept it too, so the spacing is the grammar's (JSON_WHITESPACE). A message that cannot start so is
 # left alone.
 LLAMA_BARE_CALL = re.compile(rb'\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?"name"\s*:\s*"')
 

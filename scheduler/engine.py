@@ -243,7 +243,11 @@ class Engine:
         if live is None:
             return
         for cb in self.on_end:
-            cb(seq)
+            try:
+                cb(seq)
+            except Exception:  # the final event must still go out: a stream left without one waits forever
+                self.counters.step_errors += 1
+                log.error("end-of-sequence callback failed for %s:\n%s", seq.seq_id, traceback.format_exc())
         seq.finish_time = time.monotonic()
         first = seq.first_token_time or seq.finish_time
         stats = ChoiceStats(

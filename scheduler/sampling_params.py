@@ -1,7 +1,7 @@
 """Engine-side sampling parameters: what one request asks the sampler to do.
 
 The HTTP layer validates wire types (pydantic) and converts them here in ONE
-place (`server/chat.py: to_sampling_params`). Everything past that seam sees
+place (`server/engine_params.py: to_sampling_params`). Everything past that seam sees
 these plain, already-valid values, so the engine never re-validates and never
 learns about JSON. Frozen: a request's parameters cannot change mid-flight.
 

@@ -55,9 +55,14 @@ def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
     return out
 
 
-# apply_chat_template arguments the server sets itself, or that would change what it returns (not text).
-RESERVED_TEMPLATE_KWARGS = ("messages", "tools", "add_generation_prompt", "tokenize", "return_dict", "return_tensors",
-                            "return_assistant_tokens_mask", "tokenizer_kwargs", "padding", "truncation", "max_length")
+# apply_chat_template arguments a request may not pass, and why: the server sets them itself, they would change
+# what it returns (not text), or -- `chat_template` -- a client's own Jinja would run on the server, a loop in
+# it holding the server as long as it runs (vLLM refuses it too unless the operator trusts clients).
+RESERVED_TEMPLATE_KWARGS = {
+    **dict.fromkeys(("messages", "tools", "add_generation_prompt", "tokenize", "return_dict", "return_tensors",
+                     "return_assistant_tokens_mask", "tokenizer_kwargs", "padding", "truncation", "max_length"), ""),
+    "chat_template": ": the server renders with the checkpoint's own chat template",
+}
 
 
 def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPrompt:
@@ -68,14 +73,10 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPro
     offer_tools = bool(req.tools) and req.tool_choice != "none"
     tools = [t.model_dump(exclude_none=True) for t in req.tools] if offer_tools else None
     kwargs = dict(req.chat_template_kwargs or {})
-    for reserved in RESERVED_TEMPLATE_KWARGS:
+    for reserved, why in RESERVED_TEMPLATE_KWARGS.items():
         if reserved in kwargs:
-            raise InvalidRequestError(f"chat_template_kwargs may not set {reserved!r}", param=f"chat_template_kwargs.{reserved}")
-    if "chat_template" in kwargs:
-        # vLLM refuses a request's own template unless the operator trusts clients: it is Jinja run on the server,
-        # and a loop in it holds the server for as long as it runs.
-        raise InvalidRequestError("chat_template_kwargs may not set 'chat_template': the server renders with the "
-                                  "checkpoint's own chat template", param="chat_template_kwargs.chat_template")
+            raise InvalidRequestError(f"chat_template_kwargs may not set {reserved!r}{why}",
+                                      param=f"chat_template_kwargs.{reserved}")
     try:
         text = tokenizer.apply_chat_template(
             template_messages(req), tools=tools, add_generation_prompt=True, tokenize=False, **kwargs

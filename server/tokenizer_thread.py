@@ -8,8 +8,10 @@ such work here instead.
 Why one thread and not a pool: a fast tokenizer's encode may switch state on the
 shared Rust tokenizer (transformers sets `encode_special_tokens` per call, as
 /tokenize's `parse_special` asks), so two encodes at once could tokenize one
-request with the other's setting. One thread keeps them in order, as the event
-loop did.
+request with the other's setting, or fail ("Already borrowed"). Every encode a
+request makes -- rendering, the prompt, the reasoning-budget plan and a forced
+call's prefix (engine_params) -- therefore runs here, in order; the engine
+thread only decodes, which changes no state.
 """
 
 from __future__ import annotations

@@ -171,6 +171,8 @@ CASES = [
         param="prompt", words=("surrogate",)),
     Bad("detokenize a token outside the vocabulary", "/detokenize", body={"tokens": [1, 100000]},
         param="tokens.1", words=("100000", "vocabulary")),
+    Bad("detokenize with a lone surrogate in a key", "/detokenize", raw=b'{"tokens": [1], "\\ud800": 1}',
+        headers=JSON, words=("surrogate", "key of the body")),
     Bad("detokenize a string", "/detokenize", body={"tokens": "abc"}, param="tokens", words=("list",)),
     Bad("unknown route", "/v1/embeddings", body={"input": "x"}, status=404, type="not_found_error",
         words=("/v1/embeddings",)),

@@ -83,16 +83,18 @@ def test_the_sdk_retrieves_the_served_model_and_an_unknown_one_is_a_404_naming_i
 
 
 class _FailingSampler:
-    """Samples for real `allowed` times, then raises as a broken engine step would."""
+    """Samples the requests sent at one odd temperature for real `allowed` times, then raises for them (other
+    requests in flight on the shared server are sampled as ever)."""
 
-    def __init__(self, real, allowed: int) -> None:
-        self.real, self.allowed = real, allowed
+    def __init__(self, real, poison: float, allowed: int) -> None:
+        self.real, self.poison, self.allowed = real, poison, allowed
         self.new_state = real.new_state
 
     def sample(self, logits, states, histories):
-        self.allowed -= 1
-        if self.allowed < 0:
-            raise RuntimeError("a step that fails on purpose")
+        if any(state.params.temperature == self.poison for state in states):
+            self.allowed -= 1
+            if self.allowed < 0:
+                raise RuntimeError("a sampling that fails on purpose")
         return self.real.sample(logits, states, histories)
 
 
@@ -133,22 +135,26 @@ def test_every_chunk_of_a_stream_carries_one_id_and_one_created_time(server, mod
 
 
 class _PickySampler:
-    """Fails for the sequences of requests sent at one odd temperature, slowly samples the others."""
+    """Fails for the sequences of requests sent at one odd temperature, slowly samples the others, and
+    counts the others' samplings after a failure (proof that they were in flight beside it)."""
 
     def __init__(self, real, poison: float) -> None:
         self.real, self.poison, self.new_state = real, poison, real.new_state
+        self.failed, self.sampled_after_failure = False, 0
 
     def sample(self, logits, states, histories):
         time.sleep(0.05)
         if any(state.params.temperature == self.poison for state in states):
+            self.failed = True
             raise RuntimeError("a sampling bug this request's parameters reach")
+        self.sampled_after_failure += self.failed
         return self.real.sample(logits, states, histories)
 
 
 def test_a_request_whose_sampling_fails_ends_alone_and_the_others_in_its_batch_finish(server, model, no_eos):
     engine = server.state.engine
     real = engine.sampler
-    engine.sampler = _PickySampler(real, poison=0.123)
+    engine.sampler = picky = _PickySampler(real, poison=0.123)
     url = server.base_url + "/v1/chat/completions"
     ask = {"model": model, "messages": [{"role": "user", "content": "Tell me a story"}], "logit_bias": no_eos}
     try:
@@ -162,13 +168,14 @@ def test_a_request_whose_sampling_fails_ends_alone_and_the_others_in_its_batch_f
     assert bad.status_code == 500 and "sampling this request" in bad.json()["error"]["message"]
     assert good.status_code == 200, good.text
     assert good.json()["usage"]["completion_tokens"] == 30
+    assert picky.failed and picky.sampled_after_failure > 0  # the good one was decoding when the bad one failed
 
 
 @pytest.mark.parametrize("route, body", STREAMED_ROUTES)
 def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(server, model, no_eos, route, body):
-    def stream(continuous: bool) -> list[dict]:
+    def stream(continuous: bool, n: int = 1) -> list[dict]:
         r = httpx.post(server.base_url + route, timeout=120, json={
-            **body, "model": model, "max_tokens": 6, "stream": True, "logit_bias": no_eos, "temperature": 0,
+            **body, "model": model, "max_tokens": 6, "stream": True, "logit_bias": no_eos, "temperature": 0, "n": n,
             "stream_options": {"include_usage": True, "continuous_usage_stats": continuous}})
         return [json.loads(e) for e in _events(r.text)[:-1]]
 
@@ -177,16 +184,22 @@ def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(server, mod
     counts = [c["usage"]["completion_tokens"] for c in continuous]
     assert counts == sorted(counts) and counts[-1] == 6 and counts[0] < 6
     assert {c["usage"]["prompt_tokens"] for c in continuous} == {plain[-1]["usage"]["prompt_tokens"]}
+    # With two choices each chunk counts its own choice's tokens; the final usage chunk counts both.
+    two = stream(True, n=2)
+    per_choice = {i: [c["usage"]["completion_tokens"] for c in two[:-1] if c["choices"][0]["index"] == i]
+                  for i in (0, 1)}
+    assert all(counts == sorted(counts) and counts[-1] == 6 for counts in per_choice.values())
+    assert two[-1]["choices"] == [] and two[-1]["usage"]["completion_tokens"] == 12
 
 
 @pytest.mark.parametrize("route, body", STREAMED_ROUTES)
 def test_a_stream_that_fails_midway_reports_the_error_in_band_then_ends_with_done(server, model, no_eos, route, body):
     engine = server.state.engine
     real = engine.sampler
-    engine.sampler = _FailingSampler(real, allowed=3)
+    engine.sampler = _FailingSampler(real, poison=0.321, allowed=3)
     try:
         r = httpx.post(server.base_url + route, timeout=120, json={
-            **body, "model": model, "max_tokens": 12, "stream": True, "logit_bias": no_eos})
+            **body, "model": model, "max_tokens": 12, "stream": True, "logit_bias": no_eos, "temperature": 0.321})
     finally:
         engine.sampler = real
     assert r.status_code == 200  # the headers went out with the first chunk

@@ -80,8 +80,9 @@ def test_without_a_slot_save_path_every_action_is_a_501_naming_the_flag(nosave, 
     ("+1", 400, "invalid_request_error", ("Invalid slot ID",)),
     ("1_0", 400, "invalid_request_error", ("Invalid slot ID",)),
     ("\u0663", 400, "invalid_request_error", ("Invalid slot ID",)),
+    ("9" * 5000, 404, "not_found_error", ("--parallel",)),
 ], ids=["not a number", "a fraction", "negative", "one past the last", "huge", "a plus sign", "an underscore",
-        "an Arabic-Indic digit"])
+        "an Arabic-Indic digit", "more digits than int() takes"])
 def test_a_bad_slot_id_is_refused(saving, slot, status, type_, words):
     _error(_action(saving, slot, "save", {"filename": "a.fslot"}), status, type_, "id_slot", *words)
 
@@ -103,8 +104,9 @@ def test_an_unknown_or_missing_action_is_a_400_naming_it(saving, action):
     (None, b'{"filename": "\xff"}', ("JSON", "UTF-8")),
     (None, b'{"filename": "a.fslot", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("JSON", "nests")),
     (None, b'{"filename": "\\ud800.fslot"}', ("filename", "Unicode")),
+    (None, b'{"filename": "a.fslot", "n": ' + b"9" * 5000 + b"}", ("JSON",)),
 ], ids=["no body", "empty object", "other key", "a list", "not a string", "malformed JSON", "not UTF-8",
-        "nested too deep", "a lone surrogate"])
+        "nested too deep", "a lone surrogate", "an integer past the parser's limit"])
 def test_a_missing_or_malformed_body_is_a_400_naming_filename(saving, action, body, raw, words):
     r = _action(saving, "0", action, body, raw)
     assert r.status_code == 400, r.text

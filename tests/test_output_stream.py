@@ -143,6 +143,13 @@ def test_a_call_cut_short_streams_its_arguments_as_far_as_the_model_wrote_them(c
         assert collect(events) == ("", "", [("f", "{" + cut)]), split
 
 
+def test_a_cut_call_is_ended_once_a_second_finish_adds_nothing():
+    parser = StreamingOutputParser(None, "hermes")
+    parser.feed('<tool_call>{"name": "f", "arguments": {"n": 4')
+    assert parser.finish() == [ToolCallDelta(0, arguments="4")]
+    assert parser.finish() == []
+
+
 def test_a_syntax_error_after_the_announcement_ends_the_call_and_the_rest_is_content():
     text = '<tool_call>{"name": "f", "arguments": {"a": 1 2}}</tool_call>'
     _, events = run_stream(None, "hermes", False, text, [text.index(" 2")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from models.sampler import new_state, sample
@@ -26,3 +27,22 @@ def test_a_tiny_repetition_penalty_makes_seen_tokens_certain_rather_than_breakin
             state = new_state(SamplingParams(temperature=1.0, repetition_penalty=1e-40, seed=seed), 0, [])
             [drawn] = sample(_logits(), [state], [(prompt, [])])
             assert drawn.token in certain  # a seen positive logit over 1e-40 is past float32's range
+
+
+def test_a_masked_token_stays_impossible_when_the_allowed_ones_fall_off_float32s_range():
+    logits = torch.tensor([[5.0, -1e34, 3.0, -2e34]])  # [1, vocab 4]
+
+    class OnlyOneAndThree:  # a grammar's mask: tokens 1 and 3
+        def forced_token(self):
+            return None
+
+        def allowed_tokens(self):
+            return np.array([0b1010], dtype=np.int32)
+
+        def accept(self, token):
+            pass
+
+    for seed in range(8):
+        state = new_state(SamplingParams(temperature=1e-5, seed=seed), 0, [OnlyOneAndThree()])
+        [drawn] = sample(logits, [state], [([], [])])
+        assert drawn.token == 1  # -1e34 / 1e-5 is -inf, as is every masked token: the best allowed one

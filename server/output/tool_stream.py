@@ -175,6 +175,7 @@ class ToolCallStreamer:
             tail = call.pending_args()
             if tail:
                 self._events.append(ToolCallDelta(self._current, arguments=tail))
+            self._current, self._mode = None, "dead"  # ended: nothing more belongs to it
         return False
 
     def _fail(self) -> None:

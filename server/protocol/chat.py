@@ -156,8 +156,8 @@ class ChatMessage(WireModel):
                     raise field_error(field, f"{field} is only allowed on assistant messages, not {role}")
             if self.content is None:
                 raise field_error("content", f"a {role} message needs content")
-        elif self.content is None and not self.tool_calls:
-            raise field_error("content", "an assistant message needs content or tool_calls")
+        # An assistant message may hold nothing at all: this server answers `content: null` for a turn that
+        # wrote no answer text (only a thought, or an end of turn at once), and a client sends it back as is.
         if role == "tool" and not self.tool_call_id:
             raise field_error("tool_call_id", "a tool message needs the tool_call_id it answers")
         if role != "tool" and self.tool_call_id is not None:

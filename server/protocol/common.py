@@ -68,7 +68,8 @@ class WireModel(BaseModel):
 def lone_surrogate_path(value: Any) -> str | None:
     """Dotted path of the first string (value or object key) in a parsed JSON `value` that holds a lone
     UTF-16 surrogate (`"\\ud800"` is valid JSON but no Unicode text: the tokenizer cannot encode it), or
-    None. Walks with a stack, not recursion: the JSON parser allows deeper nesting than Python's stack."""
+    None; a bad key reports the object holding it ("" for the body's own keys). Walks with a stack, not
+    recursion: the JSON parser allows deeper nesting than Python's stack."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, item = stack.pop()
@@ -76,13 +77,12 @@ def lone_surrogate_path(value: Any) -> str | None:
             if not _is_unicode(item):
                 return path
         elif isinstance(item, dict):
-            for key, sub in item.items():
-                sub_path = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and not _is_unicode(key):
-                    return path or "(a key)"
-                stack.append((sub_path, sub))
+            if not all(_is_unicode(key) for key in item):
+                return path
+            # Pushed last to first, so the first is looked at first.
+            stack.extend((f"{path}.{key}" if path else str(key), sub) for key, sub in reversed(item.items()))
         elif isinstance(item, list):
-            stack.extend((f"{path}.{i}" if path else str(i), sub) for i, sub in enumerate(item))
+            stack.extend((f"{path}.{i}" if path else str(i), sub) for i, sub in reversed(list(enumerate(item))))
     return None
 
 
@@ -103,7 +103,8 @@ class RequestBody(WireModel):
         path = lone_surrogate_path(data)
         if path is not None:
             # The path goes in the message as well: a lone surrogate in an object key cannot be printed.
-            raise field_error(path, f"{path} holds a lone UTF-16 surrogate (\\ud800-\\udfff): not Unicode text")
+            raise field_error(path, f"{path or 'a key of the body'} holds a lone UTF-16 surrogate (\\ud800-\\udfff): "
+                                    "not Unicode text")
         return data
 
 

@@ -35,7 +35,7 @@ class TokenizeResponse(ResponseModel):
     tokens: list[int] | list[TokenPiece]
 
 
-class DetokenizeRequest(WireModel):
+class DetokenizeRequest(RequestBody):
     tokens: list[TokenId]
 
 

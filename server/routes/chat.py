@@ -69,10 +69,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     state.require_ready()
     check_model(req.model, state)
     info = state.info
-    prompt = await off_loop(render_chat, req, state.tokenizer, info.reasoning)
-    logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    params = to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
-                                reasoning_open=prompt.reasoning_open)
+    prompt, params = await off_loop(_prepare, req, state)
     tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
     stream = submit(state, prompt.token_ids, params, req.id_slot)
     if req.stream:
@@ -107,6 +104,14 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     ).model_dump(mode="json")
 
 
+def _prepare(req: ChatCompletionRequest, state):
+    """The prompt and the engine's parameters: every tokenizer call a request makes, on the tokenizer thread."""
+    prompt = render_chat(req, state.tokenizer, state.info.reasoning)
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    return prompt, to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
+                                      reasoning_open=prompt.reasoning_open)
+
+
 async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format):
     info = state.info
     # One id and one timestamp for every chunk of the stream (OpenAI: "each chunk has the same timestamp").
@@ -115,10 +120,11 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
                for _ in range(req.n)]
     completion_tokens, stats0 = 0, None
     continuous = continuous_usage(req)
+    by_choice = [0] * req.n  # completion tokens so far per choice: a chunk's running usage is its choice's, as vLLM's
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
         if continuous:
-            extra["usage"] = Usage.running(len(prompt.token_ids), completion_tokens)
+            extra["usage"] = Usage.running(len(prompt.token_ids), by_choice[index])
         return event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[ChunkChoice(
             index=index, delta=delta, finish_reason=finish, logprobs=logprobs, token_ids=token_ids)], **extra))
 
@@ -129,6 +135,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
         async for ev in stream:
             raise_if_failed(ev)
             completion_tokens += len(ev.token_ids)
+            by_choice[ev.index] += len(ev.token_ids)
             parser = parsers[ev.index]
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:

@@ -13,6 +13,7 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from scheduler.sampling_params import SamplingParams
 from server.engine_params import to_sampling_params
 from server.errors import APIError
 from server.generation import (
@@ -39,13 +40,18 @@ def _prompt(req: CompletionRequest, tokenizer) -> tuple[str, list[int]]:
     return tokenizer.decode(req.prompt, skip_special_tokens=False), list(req.prompt)
 
 
+def _prepare(req: CompletionRequest, state) -> tuple[list[int], SamplingParams]:
+    """The prompt's ids and the engine's parameters: every tokenizer call a request makes, on the tokenizer thread."""
+    text, ids = _prompt(req, state.tokenizer)
+    return ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs)
+
+
 @router.post("/v1/completions")
 async def completions(req: CompletionRequest, http_request: Request):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
-    text, ids = await off_loop(_prompt, req, state.tokenizer)
-    params = to_sampling_params(req, state, text, ids, logprobs=req.logprobs)
+    ids, params = await off_loop(_prepare, req, state)
     stream = submit(state, ids, params, req.id_slot)
     if req.stream:
         return StreamingResponse(streaming_body(state, stream, _stream(state, req, stream, ids)), media_type="text/event-stream",
@@ -66,10 +72,12 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
     offsets = [0] * req.n
     prompt_sent = [False] * req.n
     completion_tokens, stats0 = 0, None
+    by_choice = [0] * req.n  # completion tokens so far per choice, for continuous_usage_stats (as vLLM counts)
     try:
         async for ev in stream:
             raise_if_failed(ev)
             completion_tokens += len(ev.token_ids)
+            by_choice[ev.index] += len(ev.token_ids)
             lp = completion_logprobs(state, ev.logprobs, offsets[ev.index]) if req.logprobs is not None else None
             offsets[ev.index] += len(ev.text)
             reason = None
@@ -83,7 +91,7 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
             choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
                                       token_ids=ev.token_ids if req.return_token_ids else None,
                                       prompt_token_ids=prompt_ids if first else None)
-            running = Usage.running(len(prompt_ids), completion_tokens) if continuous_usage(req) else None
+            running = Usage.running(len(prompt_ids), by_choice[ev.index]) if continuous_usage(req) else None
             yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice], usage=running,
                                         timings=timings_of(ev.stats) if reason else None))
         if req.stream_options and req.stream_options.include_usage:

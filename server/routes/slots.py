@@ -47,12 +47,13 @@ def _slot_id(raw: str, n: int) -> int:
     # ASCII digits only: int() would also take "+1", " 1", "1_0" and other scripts' digits.
     if not re.fullmatch(r"-?[0-9]+", raw):
         raise InvalidRequestError(f"Invalid slot ID {raw!r}: not an integer", param="id_slot")
-    slot_id = int(raw)
-    if slot_id < 0:
-        raise InvalidRequestError(f"Invalid slot ID {slot_id}: negative", param="id_slot")
-    if slot_id >= n:
-        raise NotFoundError(f"slot {slot_id} does not exist; this server has {n} slots (--parallel)", param="id_slot")
-    return slot_id
+    if raw.startswith("-"):
+        raise InvalidRequestError(f"Invalid slot ID {raw[:24]}: negative", param="id_slot")
+    # A number too long for int() (over 4300 digits) names no slot either.
+    if len(raw.lstrip("0")) > len(str(n)) or int(raw) >= n:
+        shown = raw if len(raw) <= 24 else raw[:20] + "..."
+        raise NotFoundError(f"slot {shown} does not exist; this server has {n} slots (--parallel)", param="id_slot")
+    return int(raw)
 
 
 async def _filename(request: Request) -> str:
@@ -62,9 +63,11 @@ async def _filename(request: Request) -> str:
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(f"could not parse JSON body: {exc.msg}") from None
     except UnicodeDecodeError:
-        raise InvalidRequestError("could not parse JSON body: it is not UTF-8") from None
+        raise InvalidRequestError("could not parse JSON body: it is not UTF-8", code="json_invalid") from None
     except RecursionError:
-        raise InvalidRequestError("could not parse JSON body: it nests too deeply") from None
+        raise InvalidRequestError("could not parse JSON body: it nests too deeply", code="json_invalid") from None
+    except ValueError as exc:  # past what the parser takes, e.g. an integer of more than 4300 digits
+        raise InvalidRequestError(f"could not parse JSON body: {exc}", code="json_invalid") from None
     if not isinstance(body, dict) or "filename" not in body:
         raise InvalidRequestError("this action needs a JSON body with a `filename`", param="filename")
     if not isinstance(body["filename"], str) or lone_surrogate_path(body["filename"]) is not None:
