@@ -148,3 +148,18 @@ def test_a_pool_too_small_for_the_load_still_completes_every_request_by_preempti
         integrity(small)
     finally:
         small.shutdown()
+
+
+def test_a_failing_end_of_sequence_callback_still_lets_the_final_event_out_and_the_pages_go_back(engine):
+    def broken(seq):
+        raise RuntimeError("a slot bookkeeping bug")
+
+    before = owned(engine)
+    engine.on_end.append(broken)
+    try:
+        tokens, last = run(engine, "callback", prompts(1)[0], max_tokens=4, temperature=0, ignore_eos=True)
+    finally:
+        engine.on_end.remove(broken)
+    assert last.finish_reason == "length" and len(tokens) == 4  # the stream ended: no client waits forever
+    assert owned(engine) == before
+    integrity(engine)
