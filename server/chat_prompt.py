@@ -4,7 +4,7 @@ The checkpoint's own chat template does the rendering (through the tokenizer's
 `apply_chat_template`), with the request's tools and `chat_template_kwargs`
 (e.g. `enable_thinking`): every family's quirks live in its template, not
 here. Tool-call arguments arrive as JSON strings and are handed to the
-template as objects when they parse as one, since templates `tojson` them; a string
+template parsed when they parse, since templates `tojson` them; a string
 that does not parse is passed through unchanged.
 
 The result also says whether the rendered prompt left a thought open
@@ -14,6 +14,7 @@ output parser need.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,13 @@ class RenderedPrompt:
 
 
 def _arguments(call) -> Any:
-    """An object for templates that `tojson` it; anything else goes through as the client's string."""
-    parsed = call.function.arguments_object()
-    return call.function.arguments if parsed is None else parsed
+    """The arguments parsed, for templates that `tojson` them; text that does not parse goes through as
+    the client's string (a cut-off call echoed back, or JSON past what Python's parser takes: an integer
+    of more than 4300 digits, nesting deeper than its stack)."""
+    try:
+        return json.loads(call.function.arguments)
+    except (ValueError, RecursionError):
+        return call.function.arguments
 
 
 def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:

@@ -27,7 +27,6 @@ Not for: rendering the prompt or converting to engine parameters.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import Annotated, Any, ClassVar, Literal
@@ -95,7 +94,7 @@ class FunctionCall(WireModel):
     name: Annotated[str, Field(min_length=1)]
     # A JSON-encoded object, as OpenAI sends it. Kept as the client's string:
     # it may be a model's truncated output echoed back, which must not make
-    # the next turn a 400. `arguments_object()` parses it for templates.
+    # the next turn a 400. server/chat_prompt.py parses it for templates.
     arguments: str
 
     @field_validator("arguments", mode="before")
@@ -107,14 +106,6 @@ class FunctionCall(WireModel):
                 {"kind": type(value).__name__},
             )
         return value
-
-    def arguments_object(self) -> dict[str, Any] | None:
-        """The arguments as a dict, for templates that `tojson` them; None if not an object."""
-        try:
-            value = json.loads(self.arguments)
-        except (ValueError, RecursionError):  # not JSON, an integer past Python's 4300 digits, or nesting past the stack
-            return None
-        return value if isinstance(value, dict) else None
 
 
 class MessageToolCall(WireModel):
