@@ -35,10 +35,6 @@ class Slot:
     next_token: int | None = None
 
 
-class SlotBusy(Exception):
-    pass
-
-
 class SlotTable:
     def __init__(self, n_slots: int, allocator, n_ctx: int):
         self.slots = [Slot(i) for i in range(n_slots)]
@@ -96,16 +92,14 @@ class SlotTable:
         return n
 
     # -- admin side ------------------------------------------------------------------
-    def claim_idle(self, slot_id: int, timeout: float) -> Slot:
-        """Wait up to `timeout` s for the slot to be idle, then mark it busy for an admin action."""
-        deadline = time.monotonic() + timeout
+    def try_claim(self, slot_id: int) -> Slot | None:
+        """Mark the slot busy for an admin action if it is idle; None if it is not. Never waits: the
+        routes wait on the event loop, so waiters hold no thread (a blocking wait per waiter filled the
+        worker threads that the action holding the slot needed to write its file)."""
         with self._cond:
             slot = self.slots[slot_id]
-            while slot.busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SlotBusy(f"slot {slot_id} is still processing a request after {timeout:.0f} s")
-                self._cond.wait(left)
+            if slot.busy:
+                return None
             slot.busy = True
             return slot
 

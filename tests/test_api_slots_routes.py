@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
@@ -228,3 +229,21 @@ def test_a_well_formed_file_with_impossible_contents_is_refused_though_its_diges
     assert "NaN or infinite" in tampered("nan.fslot", layers=poisoned)["message"]
     assert _slot(saving, 1)["n_cached_tokens"] == 0  # nothing was installed
     assert _action(saving, "1", "restore", {"filename": "honest.fslot"}).status_code == 200
+
+
+def test_many_actions_queued_on_one_slot_hold_no_thread_and_never_stall_another_slot(saving):
+    # Each waiting action used to block a worker thread for its whole wait; ten of them filled the pool
+    # the action holding the slot needed to write its file, and everything stalled to the 30 s timeout.
+    r = httpx.post(saving.base_url + "/v1/completions", timeout=60,
+                   json={"prompt": "Queue: " + uuid.uuid4().hex, "max_tokens": 2, "temperature": 0, "id_slot": 0})
+    assert r.status_code == 200, r.text
+
+    def act(slot: str, action: str, name: str | None) -> int:
+        query = f"{saving.base_url}/slots/{slot}?action={action}"
+        return httpx.post(query, json={"filename": name} if name else None, timeout=25).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        saves = [pool.submit(act, "0", "save", f"queued{i}.fslot") for i in range(10)]
+        other = pool.submit(act, "1", "erase", None)
+        assert [f.result() for f in saves] == [200] * 10  # a 409 or a client timeout is the stall
+        assert other.result() == 200

@@ -27,10 +27,10 @@ from slots.filenames import InvalidSlotFilename, resolve_slot_path
 from slots.fslot import SlotFormatError
 from slots.identity import IdentityMismatch
 from slots.slot_io import RestoreError, install, read_file, snapshot, write_file
-from slots.slot_table import SlotBusy
 
 router = APIRouter()
 SLOT_WAIT_SECONDS = 30.0
+SLOT_POLL_SECONDS = 0.01
 
 
 @router.get("/slots")
@@ -93,10 +93,7 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
             path = resolve_slot_path(s.slot_save_path, await _filename(request))
         except InvalidSlotFilename as exc:
             raise InvalidRequestError(str(exc), param="filename") from None  # "invalid slot filename: <rule>"
-    try:
-        slot = await asyncio.to_thread(state.slots.claim_idle, sid, SLOT_WAIT_SECONDS)
-    except SlotBusy as exc:
-        raise ConflictError(str(exc), param="id_slot") from None
+    slot = await _claim(state.slots, sid)
     try:
         if action == "save":
             return await _save(state, slot, path)
@@ -106,6 +103,18 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
         return {"id_slot": sid, "n_erased": n}
     finally:
         state.slots.release(slot)
+
+
+async def _claim(table, slot_id: int):
+    """The slot, marked busy for this action, once it is idle: polled on the event loop, so any number of
+    waiting actions hold no thread. A 409 after SLOT_WAIT_SECONDS."""
+    deadline = time.monotonic() + SLOT_WAIT_SECONDS
+    while (slot := table.try_claim(slot_id)) is None:
+        if time.monotonic() >= deadline:
+            raise ConflictError(f"slot {slot_id} is still processing a request after {SLOT_WAIT_SECONDS:.0f} s",
+                                param="id_slot")
+        await asyncio.sleep(SLOT_POLL_SECONDS)
+    return slot
 
 
 async def _save(state, slot, path):
