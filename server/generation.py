@@ -20,6 +20,7 @@ from scheduler.engine import EngineRequest
 from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent
 from server.errors import NotFoundError, ServerError
 from server.protocol import Timings, Usage
+from server.slot_wait import wait_for_slot
 
 
 def check_model(requested: str | None, state) -> None:
@@ -29,13 +30,18 @@ def check_model(requested: str | None, state) -> None:
                             code="model_not_found")  # OpenAI's code for it
 
 
-def submit(state, prompt_ids: list[int], params, id_slot: int | None = None) -> RequestStream:
-    """Enqueue a request, in the named slot (or the idle one sharing the longest prefix)."""
+async def submit(state, prompt_ids: list[int], params, id_slot: int | None = None) -> RequestStream:
+    """Enqueue a request, in the named slot -- waiting for it while another holds it, as llama.cpp defers
+    such a task, so the slot ends up holding this request's tokens -- or in the idle one sharing the
+    longest prefix (slot-less when none is idle)."""
     n_slots = state.settings.parallel
     if id_slot is not None and id_slot >= n_slots:
         raise NotFoundError(f"slot {id_slot} does not exist; this server has {n_slots} slots (--parallel)",
                             param="id_slot")
-    slot_id = state.slots.acquire(id_slot, prompt_ids)
+    if id_slot is not None and id_slot >= 0:
+        slot_id = await wait_for_slot(lambda: state.slots.acquire(id_slot, prompt_ids), id_slot)
+    else:
+        slot_id = state.slots.acquire(id_slot, prompt_ids)
     rid = "req-" + secrets.token_hex(8)
     return state.engine.submit(EngineRequest(rid, list(prompt_ids), params, slot_id))
 

@@ -45,7 +45,8 @@ class SlotTable:
 
     # -- request side (event loop) -------------------------------------------------
     def acquire(self, id_slot: int | None, prompt_ids: list[int]) -> int | None:
-        """Mark a slot busy for a request; None when the request runs slot-less."""
+        """Mark a slot busy for a request; None when the named slot is busy (the caller waits for it) or,
+        with none named, when no slot is idle (the request runs slot-less)."""
         with self._cond:
             if id_slot is not None and id_slot >= 0:
                 slot = self.slots[id_slot]  # range checked by the caller (404)

@@ -11,6 +11,7 @@ directory a 400 -- checked before anything touches the disk.
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -247,3 +248,36 @@ def test_many_actions_queued_on_one_slot_hold_no_thread_and_never_stall_another_
         other = pool.submit(act, "1", "erase", None)
         assert [f.result() for f in saves] == [200] * 10  # a 409 or a client timeout is the stall
         assert other.result() == 200
+
+
+class _SlowSampler:
+    def __init__(self, real) -> None:
+        self.real, self.new_state = real, real.new_state
+
+    def sample(self, logits, states, histories):
+        time.sleep(0.02)
+        return self.real.sample(logits, states, histories)
+
+
+def test_a_request_naming_a_busy_slot_waits_for_it_and_the_slot_then_holds_its_tokens(saving):
+    engine = saving.state.engine
+    real = engine.sampler
+    engine.sampler = _SlowSampler(real)  # the first request decodes for two seconds or more
+
+    def complete(prompt: str, max_tokens: int) -> dict:
+        r = httpx.post(saving.base_url + "/v1/completions", timeout=60, json={
+            "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "id_slot": 0})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(complete, "First: " + uuid.uuid4().hex, 100)
+            time.sleep(0.3)
+            second = pool.submit(complete, "Second, longer: " + " ".join(uuid.uuid4().hex for _ in range(4)), 2)
+            first, second = first.result(), second.result()
+    finally:
+        engine.sampler = real
+    assert first["usage"]["prompt_tokens"] != second["usage"]["prompt_tokens"]
+    # The second ran in slot 0 after the first (it used to run slot-less, leaving the first's tokens there).
+    assert _slot(saving, 0)["n_prompt_tokens"] == second["usage"]["prompt_tokens"]

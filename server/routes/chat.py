@@ -71,7 +71,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     info = state.info
     prompt, params = await off_loop(_prepare, req, state)
     tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
-    stream = submit(state, prompt.token_ids, params, req.id_slot)
+    stream = await submit(state, prompt.token_ids, params, req.id_slot)
     if req.stream:
         return StreamingResponse(
             streaming_body(state, stream, _stream(state, req, stream, prompt, tool_format)),

@@ -52,7 +52,7 @@ async def completions(req: CompletionRequest, http_request: Request):
     state.require_ready()
     check_model(req.model, state)
     ids, params = await off_loop(_prepare, req, state)
-    stream = submit(state, ids, params, req.id_slot)
+    stream = await submit(state, ids, params, req.id_slot)
     if req.stream:
         return StreamingResponse(streaming_body(state, stream, _stream(state, req, stream, ids)), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -6,8 +6,8 @@ body is a 400 naming `filename` (not a 500), an out-of-range id is a 404
 (not wrapped modulo the slot count), a failed write is an error (never a 200
 with `n_written: 0`), and a refused restore says which check failed.
 
-An action on a busy slot waits for it up to SLOT_WAIT_SECONDS, then answers
-409. Admin actions need `--slot-save-path` (501 without, naming the flag) and
+An action on a busy slot waits for it (server/slot_wait.py) up to 30 s, then
+answers 409. Admin actions need `--slot-save-path` (501 without, naming the flag) and
 the admin key (`--admin-api-key`, else `--api-key`).
 """
 
@@ -21,16 +21,15 @@ import time
 from fastapi import APIRouter, Request
 
 from server.auth import check_admin_key
-from server.errors import APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
+from server.errors import APIError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
 from server.protocol.common import lone_surrogate_path
+from server.slot_wait import wait_for_slot
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
 from slots.fslot import SlotFormatError
 from slots.identity import IdentityMismatch
 from slots.slot_io import RestoreError, install, read_file, snapshot, write_file
 
 router = APIRouter()
-SLOT_WAIT_SECONDS = 30.0
-SLOT_POLL_SECONDS = 0.01
 
 
 @router.get("/slots")
@@ -93,7 +92,7 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
             path = resolve_slot_path(s.slot_save_path, await _filename(request))
         except InvalidSlotFilename as exc:
             raise InvalidRequestError(str(exc), param="filename") from None  # "invalid slot filename: <rule>"
-    slot = await _claim(state.slots, sid)
+    slot = await wait_for_slot(lambda: state.slots.try_claim(sid), sid)
     try:
         if action == "save":
             return await _save(state, slot, path)
@@ -103,18 +102,6 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
         return {"id_slot": sid, "n_erased": n}
     finally:
         state.slots.release(slot)
-
-
-async def _claim(table, slot_id: int):
-    """The slot, marked busy for this action, once it is idle: polled on the event loop, so any number of
-    waiting actions hold no thread. A 409 after SLOT_WAIT_SECONDS."""
-    deadline = time.monotonic() + SLOT_WAIT_SECONDS
-    while (slot := table.try_claim(slot_id)) is None:
-        if time.monotonic() >= deadline:
-            raise ConflictError(f"slot {slot_id} is still processing a request after {SLOT_WAIT_SECONDS:.0f} s",
-                                param="id_slot")
-        await asyncio.sleep(SLOT_POLL_SECONDS)
-    return slot
 
 
 async def _save(state, slot, path):
