@@ -347,6 +347,19 @@ def test_a_streamed_tool_call_announces_the_call_then_its_arguments(server, clie
     assert not any(c.choices[0].delta.content for c in chunks if c.choices)
 
 
+def test_a_call_cut_by_max_tokens_comes_back_as_the_same_partial_call_whole_and_streamed(server, client, model):
+    base, steer = _forced_weather_call(server, client, model, [{"role": "user", "content": "Weather in Lima?"}])
+    forced = server.tokenize('<tool_call>\n{"name": "get_weather", "arguments": ')
+    steer = {**steer, "max_tokens": len(forced) + 1}  # the forced opening, then the model's `{`, then the cut
+    whole = client.chat.completions.create(**base, **steer).choices[0]
+    assert whole.finish_reason == "length" and whole.message.content is None
+    assert [(c.function.name, c.function.arguments) for c in whole.message.tool_calls] == [("get_weather", "{")]
+    chunks = list(client.chat.completions.create(**base, **steer, stream=True))
+    deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert deltas[0].function.name == "get_weather" and "".join(d.function.arguments or "" for d in deltas) == "{"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+
+
 def test_two_greedy_choices_agree_and_usage_counts_both(client, model, no_eos):
     resp = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "Two answers please"}], n=2, max_tokens=4,

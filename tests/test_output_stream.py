@@ -74,9 +74,15 @@ def collect(events):
     return reasoning, content, [tuple(calls[i]) for i in sorted(calls)]
 
 
-def whole(reasoning, tools, opened, text):
-    out = parse_output(text, reasoning, tools, opened)
+def whole(reasoning, tools, opened, text, cut=False):
+    out = parse_output(text, reasoning, tools, opened, cut=cut)
     return out.reasoning, out.content, [(c.name, c.arguments) for c in out.tool_calls]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f"{f[1]}-{i}" for i, f in enumerate(FIXTURES)])
+def test_reading_a_generation_as_cut_changes_nothing_unless_a_call_was_left_open(fixture):
+    reasoning, tools, opened, text = fixture[:4]
+    assert whole(reasoning, tools, opened, text, cut=True) == whole(reasoning, tools, opened, text)
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f"{f[1]}-{i}" for i, f in enumerate(FIXTURES)])
@@ -127,11 +133,12 @@ def test_has_tool_calls_turns_on_when_a_call_is_announced():
     assert parser.has_tool_calls
 
 
-def test_a_call_cut_short_after_it_was_announced_stays_a_call_in_the_stream_only():
-    text = '<tool_call>{"name": "f", "arguments": {"city": "Par'
-    _, events = run_stream(None, "hermes", False, text, [30])
-    assert collect(events) == ("", "", [("f", '{"city": "Par')])
-    assert whole(None, "hermes", False, text) == ("", text, [])
+def test_a_call_cut_short_after_it_was_announced_stays_a_call_streamed_and_whole_when_max_tokens_cut_it():
+    text = '<think>plan</think>Sure.<tool_call>{"name": "f", "arguments": {"city": "Par'
+    _, events = run_stream("think", "hermes", False, text, [30])
+    assert collect(events) == ("plan", "Sure.", [("f", '{"city": "Par')])
+    assert whole("think", "hermes", False, text, cut=True) == collect(events)  # the response at max_tokens
+    assert whole("think", "hermes", False, text) == ("plan", "Sure." + text[len("<think>plan</think>Sure."):], [])
 
 
 @pytest.mark.parametrize("cut", ['"cit', '"city": 12', '"city": tr', '"city": "Par'],

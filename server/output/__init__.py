@@ -48,8 +48,13 @@ def parse_output(
     reasoning_format: Any = None,
     tool_format: str | ToolCallParser | None = None,
     prompt_opened: bool = False,
+    cut: bool = False,
 ) -> ParsedOutput:
-    """The whole-text reading of one generation."""
+    """The whole-text reading of one generation. `cut`: it ended at max_tokens, so it is read as a stream
+    of it is read -- a call announced before the cut stays a call, its arguments as far as they got, as OpenAI
+    returns a cut call -- and a streamed and a whole response of one generation agree."""
+    if cut:
+        return _folded(StreamingOutputParser(reasoning_format, tool_format, prompt_opened), text)
     parser = resolve_tool_parser(tool_format)
     reasoning, content = split_reasoning(
         text, resolve_markers(reasoning_format), prompt_opened, parser.openers if parser else ()
@@ -58,6 +63,22 @@ def parse_output(
         return ParsedOutput(reasoning, content)
     content, calls = parser.parse(content)
     return ParsedOutput(reasoning, content, calls)
+
+
+
+def _folded(stream: StreamingOutputParser, text: str) -> ParsedOutput:
+    """The stream's events over the whole `text`, gathered into one message."""
+    reasoning, content, calls = [], [], {}
+    for event in stream.feed(text) + stream.finish():
+        if isinstance(event, ReasoningDelta):
+            reasoning.append(event.text)
+        elif isinstance(event, ContentDelta):
+            content.append(event.text)
+        else:
+            name, arguments = calls.get(event.index, (event.name, ""))
+            calls[event.index] = (name or event.name, arguments + (event.arguments or ""))
+    return ParsedOutput("".join(reasoning), "".join(content),
+                        [ParsedToolCall(name, arguments) for _, (name, arguments) in sorted(calls.items())])
 
 
 __all__ = [

@@ -26,7 +26,9 @@ have been sent, a later syntax error or the end of the text (`max_tokens`)
 cannot un-send it. The stream then ends that call as it stands (at the end
 of the text, with its arguments as far as the model wrote them, a key or
 number cut mid-way included) and treats the rest as content, while the
-whole parse calls the block content.
+whole parse calls the block content -- unless the whole text is read as cut
+(`parse_output(..., cut=True)`, what a response at max_tokens does), which is
+the stream's reading.
 
 The streaming machinery every format builds on is `ToolCallStreamer`
 (tool_stream.py); the whole-text loop they share is `scan_blocks` here.
