@@ -48,7 +48,9 @@ class PageGroup:
     @property
     def num_cached(self) -> int:
         """Pages whose only holder is the prefix cache (evictable)."""
-        return sum(1 for p in self._cached if self._refs[p] == 1)
+        # /metrics reads this from the event loop while the engine thread adds and drops cached pages:
+        # tuple() copies the set in one step under the GIL, where iterating it could meet a change in size.
+        return sum(1 for p in tuple(self._cached) if self._refs[p] == 1)
 
     @property
     def num_owned(self) -> int:
