@@ -23,6 +23,7 @@ import httpx
 import openai
 import pytest
 
+from engine_samplers import PoisonedSampler, SlowSampler, swapped
 from live_server import live_server
 
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
@@ -82,33 +83,6 @@ def test_the_sdk_retrieves_the_served_model_and_an_unknown_one_is_a_404_naming_i
     assert httpx.head(server.base_url + "/health", timeout=30).status_code == 200
 
 
-class _FailingSampler:
-    """Samples the requests sent at one odd temperature for real `allowed` times, then raises for them (other
-    requests in flight on the shared server are sampled as ever)."""
-
-    def __init__(self, real, poison: float, allowed: int) -> None:
-        self.real, self.poison, self.allowed = real, poison, allowed
-        self.new_state = real.new_state
-
-    def sample(self, logits, states, histories):
-        if any(state.params.temperature == self.poison for state in states):
-            self.allowed -= 1
-            if self.allowed < 0:
-                raise RuntimeError("a sampling that fails on purpose")
-        return self.real.sample(logits, states, histories)
-
-
-class _SlowSampler:
-    """Samples for real, a quarter of a second per step: a stream of a few tokens spans seconds."""
-
-    def __init__(self, real) -> None:
-        self.real, self.new_state = real, real.new_state
-
-    def sample(self, logits, states, histories):
-        time.sleep(0.25)
-        return self.real.sample(logits, states, histories)
-
-
 STREAMED_ROUTES = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
     ("/v1/completions", {"prompt": "hi"}),
@@ -121,50 +95,23 @@ def _events(text: str) -> list[str]:
 
 @pytest.mark.parametrize("route, body", STREAMED_ROUTES)
 def test_every_chunk_of_a_stream_carries_one_id_and_one_created_time(server, model, no_eos, route, body):
-    engine = server.state.engine
-    real = engine.sampler
-    engine.sampler = _SlowSampler(real)
-    try:
+    with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.25)):
         r = httpx.post(server.base_url + route, timeout=120, json={
             **body, "model": model, "max_tokens": 8, "stream": True, "logit_bias": no_eos})
-    finally:
-        engine.sampler = real
     chunks = [json.loads(e) for e in _events(r.text)[:-1]]
     assert len(chunks) >= 3  # spread over the eight steps' two seconds
     assert len({c["id"] for c in chunks}) == 1 and len({c["created"] for c in chunks}) == 1
 
 
-class _PickySampler:
-    """Fails for the sequences of requests sent at one odd temperature, slowly samples the others, and
-    counts the others' samplings after a failure (proof that they were in flight beside it)."""
-
-    def __init__(self, real, poison: float) -> None:
-        self.real, self.poison, self.new_state = real, poison, real.new_state
-        self.failed, self.sampled_after_failure = False, 0
-
-    def sample(self, logits, states, histories):
-        time.sleep(0.05)
-        if any(state.params.temperature == self.poison for state in states):
-            self.failed = True
-            raise RuntimeError("a sampling bug this request's parameters reach")
-        self.sampled_after_failure += self.failed
-        return self.real.sample(logits, states, histories)
-
-
 def test_a_request_whose_sampling_fails_ends_alone_and_the_others_in_its_batch_finish(server, model, no_eos):
-    engine = server.state.engine
-    real = engine.sampler
-    engine.sampler = picky = _PickySampler(real, poison=0.123)
     url = server.base_url + "/v1/chat/completions"
     ask = {"model": model, "messages": [{"role": "user", "content": "Tell me a story"}], "logit_bias": no_eos}
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            good = pool.submit(httpx.post, url, json={**ask, "max_tokens": 30, "temperature": 0}, timeout=120)
-            time.sleep(0.5)  # the good one is decoding (30 steps of 50 ms or more) when the bad one arrives
-            bad = pool.submit(httpx.post, url, json={**ask, "max_tokens": 4, "temperature": 0.123}, timeout=120)
-            good, bad = good.result(), bad.result()
-    finally:
-        engine.sampler = real
+    with (swapped(server.state.engine, lambda real: PoisonedSampler(real, poison=0.123, delay=0.05)) as picky,
+          ThreadPoolExecutor(2) as pool):
+        good = pool.submit(httpx.post, url, json={**ask, "max_tokens": 30, "temperature": 0}, timeout=120)
+        time.sleep(0.5)  # the good one is decoding (30 steps of 50 ms or more) when the bad one arrives
+        bad = pool.submit(httpx.post, url, json={**ask, "max_tokens": 4, "temperature": 0.123}, timeout=120)
+        good, bad = good.result(), bad.result()
     assert bad.status_code == 500 and "sampling this request" in bad.json()["error"]["message"]
     assert good.status_code == 200, good.text
     assert good.json()["usage"]["completion_tokens"] == 30
@@ -194,14 +141,9 @@ def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(server, mod
 
 @pytest.mark.parametrize("route, body", STREAMED_ROUTES)
 def test_a_stream_that_fails_midway_reports_the_error_in_band_then_ends_with_done(server, model, no_eos, route, body):
-    engine = server.state.engine
-    real = engine.sampler
-    engine.sampler = _FailingSampler(real, poison=0.321, allowed=3)
-    try:
+    with swapped(server.state.engine, lambda real: PoisonedSampler(real, poison=0.321, allowed=3)):
         r = httpx.post(server.base_url + route, timeout=120, json={
             **body, "model": model, "max_tokens": 12, "stream": True, "logit_bias": no_eos, "temperature": 0.321})
-    finally:
-        engine.sampler = real
     assert r.status_code == 200  # the headers went out with the first chunk
     events = _events(r.text)
     assert len(events) >= 3 and events[-1] == "[DONE]"

@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
+from engine_samplers import SlowSampler, swapped
 from live_server import live_server
 from slots import fslot
 
@@ -250,34 +251,19 @@ def test_many_actions_queued_on_one_slot_hold_no_thread_and_never_stall_another_
         assert other.result() == 200
 
 
-class _SlowSampler:
-    def __init__(self, real) -> None:
-        self.real, self.new_state = real, real.new_state
-
-    def sample(self, logits, states, histories):
-        time.sleep(0.02)
-        return self.real.sample(logits, states, histories)
-
-
 def test_a_request_naming_a_busy_slot_waits_for_it_and_the_slot_then_holds_its_tokens(saving):
-    engine = saving.state.engine
-    real = engine.sampler
-    engine.sampler = _SlowSampler(real)  # the first request decodes for two seconds or more
-
     def complete(prompt: str, max_tokens: int) -> dict:
         r = httpx.post(saving.base_url + "/v1/completions", timeout=60, json={
             "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "id_slot": 0})
         assert r.status_code == 200, r.text
         return r.json()
 
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            first = pool.submit(complete, "First: " + uuid.uuid4().hex, 100)
-            time.sleep(0.3)
-            second = pool.submit(complete, "Second, longer: " + " ".join(uuid.uuid4().hex for _ in range(4)), 2)
-            first, second = first.result(), second.result()
-    finally:
-        engine.sampler = real
+    # The first request decodes for two seconds or more (100 steps of 20 ms) when the second arrives.
+    with swapped(saving.state.engine, lambda real: SlowSampler(real, delay=0.02)), ThreadPoolExecutor(2) as pool:
+        first = pool.submit(complete, "First: " + uuid.uuid4().hex, 100)
+        time.sleep(0.3)
+        second = pool.submit(complete, "Second, longer: " + " ".join(uuid.uuid4().hex for _ in range(4)), 2)
+        first, second = first.result(), second.result()
     assert first["usage"]["prompt_tokens"] != second["usage"]["prompt_tokens"]
     # The second ran in slot 0 after the first (it used to run slot-less, leaving the first's tokens there).
     assert _slot(saving, 0)["n_prompt_tokens"] == second["usage"]["prompt_tokens"]
