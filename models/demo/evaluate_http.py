@@ -11,7 +11,8 @@ exactly the tools in configs/demo_tools.json, greedy, and reports:
 - final_answer: given the tool results, the answer contains the expected value;
 - chat_no_tool: plain chat requests make no tool call;
 - budget_N_valid / budget_N_exact: with `reasoning_budget_tokens` N (0 and 8),
-  the first turn still makes a valid call, and the reasoning is cut exactly
+  the first turn still makes a valid call (the calls it finished: one cut by
+  max_tokens is left out), and the reasoning is cut exactly
   after N thinking tokens (token ids from `return_token_ids`), followed by the
   budget message of configs/demo.toml (a newline) and `</think>`.
 
@@ -52,14 +53,18 @@ def served_demo():
     return serve_child(["--log-level", "warning"], start_timeout_s=300)
 
 
-def _calls(message) -> list[tuple[str, dict | None]]:
+def _calls(choice) -> list[tuple[str, dict | None]]:
+    """The calls the model finished, with their parsed arguments (None: not JSON). A last call cut by
+    max_tokens (the server returns it as far as it got) is left out: the model did not finish it."""
     out = []
-    for tc in message.tool_calls or []:
+    for tc in choice.message.tool_calls or []:
         try:
             args = json.loads(tc.function.arguments)
         except json.JSONDecodeError:
             args = None
         out.append((tc.function.name, args))
+    if choice.finish_reason == "length" and out and out[-1][1] is None:
+        out.pop()
     return out
 
 
@@ -92,8 +97,9 @@ def play(client: OpenAI, model: str, case) -> dict:
         return {"chat_ok": not r.tool_calls and bool(r.content)}
     calls_ok = True
     for step in case.steps:
-        r = client.chat.completions.create(messages=messages, **ask).choices[0].message
-        ok = _matches(_calls(r), step.calls)
+        choice = client.chat.completions.create(messages=messages, **ask).choices[0]
+        r = choice.message
+        ok = _matches(_calls(choice), step.calls)
         calls_ok &= ok
         if ok:
             messages.append(_assistant(r))
@@ -123,6 +129,9 @@ def budget_probe(root: str, ids: dict, message: list[int], model: str, case, bud
     allowed = max(0, budget - already)
     closed_at = out.index(ids["</think>"]) if ids["</think>"] in out else None
     calls = body["choices"][0]["message"].get("tool_calls") or []
+    if body["choices"][0]["finish_reason"] == "length" and calls and not _json_object(
+            calls[-1]["function"]["arguments"]):
+        calls = calls[:-1]  # as _calls: a call max_tokens cut is not one the model finished
     valid = bool(calls) and all(c["function"]["name"] in TOOL_NAMES for c in calls) and all(
         _json_object(c["function"]["arguments"]) for c in calls)
     cut = closed_at == allowed + len(message) and out[allowed:closed_at] == message
