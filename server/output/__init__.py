@@ -50,9 +50,9 @@ def parse_output(
     prompt_opened: bool = False,
     cut: bool = False,
 ) -> ParsedOutput:
-    """The whole-text reading of one generation. `cut`: it ended at max_tokens, so it is read as a stream
-    of it is read -- a call announced before the cut stays a call, its arguments as far as they got, as OpenAI
-    returns a cut call -- and a streamed and a whole response of one generation agree."""
+    """The whole-text reading of one generation. `cut`: it ended at max_tokens, so it is read as its
+    stream is -- a call announced before the cut stays a call, its arguments as far as they got, as
+    OpenAI returns a cut call -- and a streamed and a whole response of one generation agree."""
     if cut:
         return _folded(StreamingOutputParser(reasoning_format, tool_format, prompt_opened), text)
     parser = resolve_tool_parser(tool_format)
@@ -63,7 +63,6 @@ def parse_output(
         return ParsedOutput(reasoning, content)
     content, calls = parser.parse(content)
     return ParsedOutput(reasoning, content, calls)
-
 
 
 def _folded(stream: StreamingOutputParser, text: str) -> ParsedOutput:

@@ -125,8 +125,9 @@ class JsonScanner:
 
     def pending(self) -> str:
         """Text of what was read but has produced no event yet: an open key (canonical: keys are emitted
-        whole) or a number or literal still being read (as written: it cannot be canonical before it ends). A value string's text is streamed as it comes
-        (only an escape or half a surrogate pair may wait, and is left out)."""
+        whole) or a number or literal still being read (as written: it cannot be canonical before it
+        ends). A value string's text is streamed as it comes (only an escape or half a surrogate pair may
+        wait, and is left out)."""
         if self._string is not None and self._is_key:
             return '"' + escape_text("".join(self._string))
         return self._token or ""

@@ -15,8 +15,8 @@ declared and ignored. Every other unknown field is a 400 naming it. On
 messages, the OpenAI SDK's round-trip fields `refusal`, `annotations`,
 `audio`, `function_call` are ignored, and so are those its helpers add to a
 message sent back as it came (`parse()`'s `parsed` and a call's
-`parsed_arguments`, the stream helper's `tool_calls[].index`); `reasoning` (newer vLLM's name) is read
-as `reasoning_content`.
+`parsed_arguments`, the stream helper's `tool_calls[].index`); `reasoning`
+(newer vLLM's name) is read as `reasoning_content`.
 
 Responses omit None fields (see `ResponseModel`), except `content`,
 `finish_reason` and `logprobs`, which OpenAI always sends; `reasoning_content`
@@ -117,7 +117,8 @@ class MessageToolCall(WireModel):
 
 
 class ChatMessage(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"refusal", "annotations", "audio", "function_call", "parsed"})
+    ignored_fields: ClassVar[frozenset[str]] = frozenset(
+        {"refusal", "annotations", "audio", "function_call", "parsed"})
 
     role: Role
     content: str | None = None

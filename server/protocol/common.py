@@ -103,8 +103,8 @@ class RequestBody(WireModel):
         path = lone_surrogate_path(data)
         if path is not None:
             # The path goes in the message as well: a lone surrogate in an object key cannot be printed.
-            raise field_error(path, f"{path or 'a key of the body'} holds a lone UTF-16 surrogate (\\ud800-\\udfff): "
-                                    "not Unicode text")
+            raise field_error(path, f"{path or 'a key of the body'} holds a lone UTF-16 surrogate "
+                                    "(\\ud800-\\udfff): not Unicode text")
         return data
 
 

@@ -119,9 +119,9 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     cid, model, created = new_chat_id(), info.served_model_name, int(time.time())
     parsers = [StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
                for _ in range(req.n)]
-    completion_tokens, stats0 = 0, None
+    stats0 = None
     continuous = continuous_usage(req)
-    by_choice = [0] * req.n  # completion tokens so far per choice: a chunk's running usage is its choice's, as vLLM's
+    by_choice = [0] * req.n  # completion tokens so far per choice (a chunk's running usage is its choice's, as vLLM's)
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
         if continuous:
@@ -135,7 +135,6 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
                         **({"prompt_token_ids": prompt.token_ids} if req.return_token_ids and i == 0 else {}))
         async for ev in stream:
             raise_if_failed(ev)
-            completion_tokens += len(ev.token_ids)
             by_choice[ev.index] += len(ev.token_ids)
             parser = parsers[ev.index]
             deltas = parser.feed(ev.text)
@@ -160,7 +159,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
                 yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
-            usage = Usage.of(len(prompt.token_ids), completion_tokens, cached)
+            usage = Usage.of(len(prompt.token_ids), sum(by_choice), cached)
             yield event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[], usage=usage))
         yield DONE
     except APIError as exc:  # headers are gone: report in-band, as llama.cpp does

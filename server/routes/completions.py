@@ -71,12 +71,12 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
     cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
     offsets = [0] * req.n
     prompt_sent = [False] * req.n
-    completion_tokens, stats0 = 0, None
-    by_choice = [0] * req.n  # completion tokens so far per choice, for continuous_usage_stats (as vLLM counts)
+    stats0 = None
+    continuous = continuous_usage(req)
+    by_choice = [0] * req.n  # completion tokens so far per choice (continuous usage counts per choice, as vLLM's)
     try:
         async for ev in stream:
             raise_if_failed(ev)
-            completion_tokens += len(ev.token_ids)
             by_choice[ev.index] += len(ev.token_ids)
             lp = completion_logprobs(state, ev.logprobs, offsets[ev.index]) if req.logprobs is not None else None
             offsets[ev.index] += len(ev.text)
@@ -91,11 +91,11 @@ async def _stream(state, req: CompletionRequest, stream, prompt_ids):
             choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
                                       token_ids=ev.token_ids if req.return_token_ids else None,
                                       prompt_token_ids=prompt_ids if first else None)
-            running = Usage.running(len(prompt_ids), by_choice[ev.index]) if continuous_usage(req) else None
+            running = Usage.running(len(prompt_ids), by_choice[ev.index]) if continuous else None
             yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice], usage=running,
                                         timings=timings_of(ev.stats) if reason else None))
         if req.stream_options and req.stream_options.include_usage:
-            usage = Usage.of(len(prompt_ids), completion_tokens, stats0.cached_tokens if stats0 else 0)
+            usage = Usage.of(len(prompt_ids), sum(by_choice), stats0.cached_tokens if stats0 else 0)
             yield event(CompletionChunk(id=cid, created=created, model=model, choices=[], usage=usage))
         yield DONE
     except APIError as exc:  # in-band, then the stream's usual end (chat.py's stream does the same)

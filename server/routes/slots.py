@@ -123,8 +123,9 @@ async def _restore(state, slot, path):
     if not path.is_file():
         raise NotFoundError(f"no slot file named {path.name!r} in --slot-save-path", param="filename")
     try:
-        payload, n_read = await asyncio.to_thread(read_file, path, state.slot_identity, state.settings.max_slot_file_bytes,
-                                                  state.info.spec.vocab_size, state.info.max_model_len)
+        payload, n_read = await asyncio.to_thread(read_file, path, state.slot_identity,
+                                                  state.settings.max_slot_file_bytes, state.info.spec.vocab_size,
+                                                  state.info.max_model_len)
     except SlotFormatError as exc:
         raise InvalidRequestError(f"slot file refused ({exc.check}): {exc}", param="filename", code=str(exc.check)) from None
     except IdentityMismatch as exc:
