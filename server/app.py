@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 
 from server.auth import check_api_key
+from server.body_limit import BodyLimitMiddleware
 from server.errors import APIError, install_error_handlers
 from server.metrics import Metrics
 from server.settings import ServeSettings
@@ -115,5 +116,7 @@ def create_app(settings: ServeSettings, *, background_load: bool = True, on_load
 
     for module in (info, chat, completions, slots):
         app.include_router(module.router)
+    # Added first, so it runs inside the gate: a client without the key gets its 401, not a 413.
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_body_bytes)
     app.add_middleware(GateMiddleware, state=state, metrics=metrics)
     return app

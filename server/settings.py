@@ -64,6 +64,7 @@ class ServeSettings(BaseSettings):
     parallel: int = Field(4, ge=1, le=256, description="logical slots (llama.cpp --parallel)")
     slot_save_path: Path | None = Field(None, description="directory for .fslot files; enables slot save/restore/erase")
     max_slot_file_bytes: int = Field(64 * 2**30, ge=1, description="largest .fslot file restore will read")
+    max_request_body_bytes: int = Field(32 * 2**20, ge=1024, description="largest request body accepted (413 above it)")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
 
     @field_validator("reasoning_budget")

@@ -1,0 +1,78 @@
+"""Request bodies over `--max-request-body-bytes` are refused with a 413, against a live server.
+
+The cap holds whether the client declares the body's length or streams it
+chunked; a body within the cap is served as if there were no cap, and the
+gate runs first (a client without the key learns that, not the body's size).
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from live_server import live_server
+
+LIMIT = 4096
+API_KEY = "sk-body-limit"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), max_request_body_bytes=LIMIT, api_key=API_KEY) as s:
+        yield s
+
+
+def _chat_body(text: str, **extra) -> bytes:
+    return json.dumps({"messages": [{"role": "user", "content": text}], "max_tokens": 2, **extra}).encode()
+
+
+def _chunked(body: bytes, size: int = 1000):
+    for i in range(0, len(body), size):
+        yield body[i: i + size]
+
+
+def _assert_413(r: httpx.Response) -> None:
+    assert r.status_code == 413, r.text
+    error = r.json()["error"]
+    assert error["code"] == "request_too_large" and error["type"] == "invalid_request_error"
+    assert "--max-request-body-bytes" in error["message"] and str(LIMIT) in error["message"]
+
+
+def test_a_body_with_a_declared_length_over_the_cap_is_a_413_that_names_the_flag(server):
+    body = _chat_body("x" * (2 * LIMIT))
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=body,
+                   headers={**AUTH, "Content-Type": "application/json"}, timeout=60)
+    _assert_413(r)
+
+
+def test_a_chunked_body_over_the_cap_is_refused_before_it_is_all_read(server):
+    body = _chat_body("x" * (50 * LIMIT))
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=_chunked(body),
+                   headers={**AUTH, "Content-Type": "application/json"}, timeout=60)
+    _assert_413(r)
+
+
+def test_a_chunked_body_within_the_cap_is_served_whole(server):
+    body = _chat_body("hello " * 100)
+    assert len(body) < LIMIT
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=_chunked(body, 97),
+                   headers={**AUTH, "Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["prompt_tokens"] > 100
+
+
+def test_a_stream_within_the_cap_still_runs_to_its_end(server):
+    with httpx.stream("POST", server.base_url + "/v1/chat/completions", content=_chunked(_chat_body("hi", stream=True)),
+                      headers={**AUTH, "Content-Type": "application/json"}, timeout=60) as r:
+        lines = [line for line in r.iter_lines() if line]
+    assert r.status_code == 200
+    assert lines[-1] == "data: [DONE]"
+
+
+def test_a_client_without_the_key_is_told_about_the_key_not_the_size(server):
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=_chat_body("x" * (2 * LIMIT)),
+                   headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 401, r.text
