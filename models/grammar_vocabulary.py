@@ -67,6 +67,13 @@ class GrammarVocabulary:
         return " ".join([lines[0]] + [line for line in lines[1:] if line.startswith("error:")])
 
 
+    def can_start(self, grammar: str) -> bool:
+        """Whether some token can begin `grammar` (compiled without error): false when its language is
+        empty, which llguidance reports only on the first mask."""
+        matcher = self.compiled(grammar)
+        return Mask(self.tokenizer).of(matcher) is not None
+
+
 class Mask:
     """One sequence's bitmask buffer, [1, ceil(vocab / 32)] int32: bit `t % 32` of word `t // 32` is token t."""
 

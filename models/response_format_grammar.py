@@ -77,6 +77,13 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
     return "\n".join(lines) + "\n"
 
 
+def value_grammar(schema: dict) -> str:
+    """Lark grammar of one JSON value of `schema` and nothing else: for asking whether any value can start
+    (GrammarVocabulary.can_start). A schema that only refers to itself (`{"$ref": "#"}`) compiles, but no
+    value satisfies it; inside the turn grammar that shows only after the whitespace runs out."""
+    return f"start: %json {json.dumps(schema)}\n"
+
+
 class ResponseGrammar:
     """One sequence's answer grammar: `allowed_tokens()` before sampling, `accept(token)` after."""
 

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from models.reasoning_plan import UnsupportedReasoningBudget, effective_budget, resolve_plan, unsupported_reason
-from models.response_format_grammar import TurnCalls, response_grammar
+from models.response_format_grammar import TurnCalls, response_grammar, value_grammar
 from models.tool_call_grammar import MISTRAL_ARGS, call_blocks, call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
@@ -187,9 +187,12 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
         # grammar, so they cannot be left unconstrained as they are without a response_format, and a
         # tool's schema is refused by name instead of blamed on the format.
         _refuse_uncompilable_tool(req, info.call_grammar, fmt.type)
+    param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
     if error is not None:
-        param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
         raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)
+    if not grammars.can_start(value_grammar(schema)):
+        raise InvalidRequestError(f"{param} cannot be enforced: no JSON value satisfies it (a $ref that only "
+                                  "refers to itself?)", param=param)
     return grammar
 
 

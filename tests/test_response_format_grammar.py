@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from models.grammar_vocabulary import grammar_vocabulary
-from models.response_format_grammar import ResponseGrammar, TurnCalls, response_grammar
+from models.response_format_grammar import ResponseGrammar, TurnCalls, response_grammar, value_grammar
 from models.tool_call_grammar import CallGrammarVocabulary, call_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +82,13 @@ def test_every_schema_the_api_accepts_compiles_or_is_reported(tokenizer, ids):
     assert grammars.error(response_grammar({"type": "object"}, None, False)) is None
     bad = grammars.error(response_grammar({"type": "string", "pattern": "(?<=a)b"}, None, False))
     assert bad and "look-around" in bad and "\n" not in bad
+
+
+def test_a_schema_no_value_satisfies_is_told_apart_from_one_that_has_values(tokenizer, ids):
+    grammars = grammar_vocabulary(tokenizer, len(tokenizer), [ids["<|im_end|>"]])
+    assert not grammars.can_start(value_grammar({"$ref": "#"}))
+    assert grammars.can_start(value_grammar({"type": "object", "properties": {"x": {"$ref": "#"}}}))
+    assert grammars.can_start(value_grammar({"type": "string"}))
 
 
 def test_a_thought_the_prompt_opened_with_multi_token_markers_is_refused_by_name(tokenizer, ids):
