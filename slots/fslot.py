@@ -58,7 +58,7 @@ from slots.identity import SlotIdentity
 __all__ = [
     "LayerKV", "SlotPayload", "UnverifiedSlot", "SlotFormatError", "FormatCheck",
     "READABLE_FORMAT_VERSIONS", "MAX_SLOT_FILE_BYTES", "check_size",
-    "encode", "write_to", "decode", "read_slot_file",
+    "encode", "write_to", "decode", "check_prefix", "read_slot_file",
 ]
 
 
@@ -233,22 +233,17 @@ def _as_le(array: np.ndarray, dtype: np.dtype, label: str) -> memoryview:
     return memoryview(contiguous.reshape(-1)).cast("B") if contiguous.size else memoryview(b"")
 
 
-def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot:
-    """Check a slot file's framing, digest and header; raise SlotFormatError.
-
-    Accepts anything exporting a byte buffer (an mmap included) and keeps a
-    view of it: the payload later handed out by `verify` aliases it.
-    """
-    view = memoryview(buffer)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    check_size(len(view))
-    if len(view) < PREFIX_LEN:
+def check_prefix(prefix: bytes | memoryview, file_size: int) -> tuple[int, int, int, bytes]:
+    """The checks the 56-byte prefix alone allows, in the documented order (size, length, magic, version,
+    declared lengths against the file's); returns (version, header_len, body_len, digest). A reader runs
+    them before reading the rest, so a file that is no slot file is refused without reading it whole."""
+    check_size(file_size)
+    if file_size < PREFIX_LEN or len(prefix) < PREFIX_LEN:
         raise SlotFormatError(
             FormatCheck.TOO_SHORT,
-            f"it is {len(view)} bytes, shorter than the {PREFIX_LEN}-byte prefix",
+            f"it is {file_size} bytes, shorter than the {PREFIX_LEN}-byte prefix",
         )
-    magic, version, header_len, body_len, stored = PREFIX.unpack_from(view, 0)
+    magic, version, header_len, body_len, stored = PREFIX.unpack_from(prefix, 0)
     if magic != MAGIC:
         raise SlotFormatError(FormatCheck.MAGIC, f"bad magic {magic!r}, expected {MAGIC!r}")
     if version not in READABLE_FORMAT_VERSIONS:
@@ -257,7 +252,7 @@ def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot
             f"format version {version}; this build reads {sorted(READABLE_FORMAT_VERSIONS)}",
         )
     # The bound is the file, not a constant. Python ints: nothing wraps.
-    declared, available = header_len + body_len, len(view) - PREFIX_LEN
+    declared, available = header_len + body_len, file_size - PREFIX_LEN
     if declared > available:
         raise SlotFormatError(
             FormatCheck.TRUNCATED,
@@ -268,6 +263,19 @@ def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot
             FormatCheck.TRAILING_BYTES,
             f"it declares {declared} bytes of header+body, but {available} follow the prefix",
         )
+    return version, header_len, body_len, stored
+
+
+def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot:
+    """Check a slot file's framing, digest and header; raise SlotFormatError.
+
+    Accepts anything exporting a byte buffer (an mmap included) and keeps a
+    view of it: the payload later handed out by `verify` aliases it.
+    """
+    view = memoryview(buffer)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    version, header_len, body_len, stored = check_prefix(view[:PREFIX_LEN], len(view))
     if hashlib.sha256(view[PREFIX_LEN:]).digest() != stored:
         raise SlotFormatError(
             FormatCheck.DIGEST, "the SHA-256 does not match header+body: the file is corrupt"
@@ -287,8 +295,12 @@ def read_slot_file(path: Path) -> UnverifiedSlot:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SlotFormatError(FormatCheck.NOT_A_FILE, f"{path} is not a regular file")
-        check_size(info.st_size)
-        buffer, filled = bytearray(info.st_size), 0
+        # The prefix first: a file that is not a slot file (or not this size) is refused before the
+        # rest of it is read -- a multi-GB stray file costs 56 bytes, not its size in memory and time.
+        prefix = f.read(PREFIX_LEN)
+        check_prefix(prefix, info.st_size)
+        buffer, filled = bytearray(info.st_size), len(prefix)
+        buffer[:filled] = prefix
         with memoryview(buffer) as view:
             while filled < len(buffer):
                 got = f.readinto(view[filled:])

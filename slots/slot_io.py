@@ -12,7 +12,8 @@ live suffix only (format v2's `first_held`) -- earlier window positions were
 released by slides and are never read again. No pending logits: the next
 request recomputes the prefix's last token, as every cache hit does.
 
-Restore checks, in order: size (before reading), framing and digest (decode),
+Restore checks, in order: size (before reading), the prefix's framing (before
+reading the rest), digest (decode),
 header against body (decode), identity against the serving checkpoint
 (verify), contents against the server (`check_contents`: the digest is a
 checksum anyone can recompute, not a signature), and only then allocates pages.
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from slots.atomic_write import atomic_write
-from slots.fslot import LayerKV, SlotPayload, check_size, decode, write_to
+from slots.fslot import LayerKV, SlotPayload, check_size, read_slot_file, write_to
 from slots.identity import SlotIdentity
 
 
@@ -71,10 +72,7 @@ def read_file(path: Path, identity: SlotIdentity, max_bytes: int, vocab_size: in
     check_size(size)
     if size > max_bytes:
         raise RestoreError(f"slot file is {size} bytes, over --max-slot-file-bytes {max_bytes}")
-    buf = bytearray(size)
-    with open(path, "rb") as f:
-        f.readinto(buf)
-    payload = decode(memoryview(buf)).verify(identity)
+    payload = read_slot_file(path).verify(identity)
     check_contents(payload, vocab_size, n_ctx)
     return payload, size
 

@@ -309,3 +309,30 @@ def test_read_slot_file_refuses_a_fifo_without_blocking(tmp_path):
     with pytest.raises(SlotFormatError) as caught:
         read_slot_file(fifo)
     assert caught.value.check == "not_a_file"
+
+
+def test_a_large_file_that_is_no_slot_file_is_refused_from_its_prefix_without_being_read_whole(tmp_path):
+    import tracemalloc
+
+    stray = tmp_path / "stray.fslot"
+    with open(stray, "wb") as f:
+        f.write(b"not a slot file")
+        f.truncate(64 * 2**20)  # sparse: 64 MiB on paper
+    tracemalloc.start()
+    try:
+        with pytest.raises(SlotFormatError) as caught:
+            read_slot_file(stray)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert caught.value.check == "magic"
+    assert peak < 2**20, f"{peak} bytes allocated to refuse it"
+
+
+def test_a_slot_file_whose_lengths_disagree_with_its_size_is_refused_from_its_prefix(tmp_path):
+    path = tmp_path / "s.fslot"
+    data = encode(identity(), payload())
+    path.write_bytes(data + b"\0" * 1000)
+    with pytest.raises(SlotFormatError) as caught:
+        read_slot_file(path)
+    assert caught.value.check == "trailing_bytes"
