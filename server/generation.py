@@ -139,6 +139,19 @@ def chat_logprobs(state, entries) -> dict | None:
     return {"content": content}
 
 
+def _legacy_name(state, token: int, piece: str) -> str:
+    """A token's name in legacy logprobs, where names are dict keys: its text, or -- when its bytes are
+    not whole UTF-8 characters (a piece of an emoji, say) -- `bytes:\\xNN...`, as OpenAI names them.
+    Decoded, every such piece is the same U+FFFD, and the top_logprobs entries would overwrite each other."""
+    raw = state.token_bytes(token)
+    if "\ufffd" in piece and raw:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+    return piece
+
+
 def completion_logprobs(state, entries, text_start: int = 0) -> dict | None:
     if not entries:
         return None
@@ -146,9 +159,15 @@ def completion_logprobs(state, entries, text_start: int = 0) -> dict | None:
     offset = text_start
     for e in entries:
         piece = _piece(state, e.token)
-        tokens.append(piece)
+        tokens.append(_legacy_name(state, e.token, piece))
         lps.append(e.logprob)
-        tops.append({_piece(state, t): lp for t, lp in e.top} if e.top else None)
+        top = None
+        if e.top:
+            top = {}
+            # Most likely first: two tokens with one name (distinct ids that decode alike) keep the higher.
+            for t, lp in sorted(e.top, key=lambda pair: -pair[1]):
+                top.setdefault(_legacy_name(state, t, _piece(state, t)), lp)
+        tops.append(top)
         offsets.append(offset)
         offset += len(piece)
     return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
