@@ -14,6 +14,7 @@ from typing import Any
 
 from server.errors import UnavailableError
 from server.settings import ServeSettings
+from server.tokenizer_thread import own_tokenizer
 
 
 @dataclass
@@ -23,12 +24,21 @@ class ServerState:
     error: str | None = None
     info: Any = None  # server.runtime.RuntimeInfo
     engine: Any = None  # scheduler.engine.Engine
-    tokenizer: Any = None
+    shared_tokenizer: Any = None  # read it as `tokenizer`
     runner: Any = None
     token_bytes: Any = None
     slots: Any = None  # slots.slot_table.SlotTable
     slot_identity: Any = None  # slots.identity.SlotIdentity of the serving checkpoint
     ready_event: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer for the calling thread: a tokenizer thread's own copy, else the shared one."""
+        return own_tokenizer(self.shared_tokenizer)
+
+    @tokenizer.setter
+    def tokenizer(self, value: Any) -> None:
+        self.shared_tokenizer = value
 
     def require_ready(self) -> None:
         if self.status == "loading":

@@ -1,32 +1,60 @@
-"""One thread for the request handlers' tokenizer work: rendering chat templates and encoding prompts.
+"""Threads for the request handlers' tokenizer work: rendering chat templates and encoding prompts.
 
 What it is for: a long conversation or a 600 KB prompt takes a second or more to
 render and tokenize; done in an async handler it holds the event loop, and every
 other request -- /health included -- waits behind it. `off_loop(fn, *args)` runs
 such work here instead.
 
-Why one thread and not a pool: a fast tokenizer's encode may switch state on the
-shared Rust tokenizer (transformers sets `encode_special_tokens` per call, as
-/tokenize's `parse_special` asks), so two encodes at once could tokenize one
-request with the other's setting, or fail ("Already borrowed"). Every encode a
-request makes -- rendering, the prompt, the reasoning-budget plan and a forced
-call's prefix (engine_params) -- therefore runs here, in order; the engine
-thread only decodes, which changes no state.
+Why each thread has its own tokenizer: a fast tokenizer's encode may switch state
+on its Rust tokenizer (transformers sets `encode_special_tokens` per call, as
+/tokenize's `parse_special` asks), so two encodes at once on one tokenizer could
+tokenize one request with the other's setting, or fail ("Already borrowed").
+`own_tokenizer(shared)` gives each tokenizer thread a deep copy, made on its first
+use, so the threads never share one; every other thread (the engine's, which only
+decodes, and the event loop's) uses the shared tokenizer. `ServerState.tokenizer`
+resolves through it, so code run here just reads `state.tokenizer`.
+
+Why two threads: with one, a single huge /tokenize or prompt (3 MB takes
+seconds) held every other request's preparation behind it, and with it all new
+generation. Two keep one request's tokenizing from stopping the server's; more
+would only compete for the same two cores.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
+THREADS = 2
+_local = threading.local()
+
+
+def _mark_tokenizer_thread() -> None:
+    _local.copies = {}  # id(shared tokenizer) -> (shared, this thread's copy)
+
+
+_POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="tokenizer", initializer=_mark_tokenizer_thread)
+
+
+def own_tokenizer(shared: Any) -> Any:
+    """On a tokenizer thread, that thread's own copy of `shared` (made on first use); elsewhere `shared`."""
+    copies = getattr(_local, "copies", None)
+    if copies is None or shared is None:
+        return shared
+    kept = copies.get(id(shared))
+    if kept is None or kept[0] is not shared:  # (the pair keeps `shared` alive, so its id is not reused)
+        kept = copies[id(shared)] = (shared, copy.deepcopy(shared))
+    return kept[1]
 
 
 async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:
-    """`fn(*args, **kwargs)` on the tokenizer thread; its exceptions are raised here."""
-    return await asyncio.get_running_loop().run_in_executor(_THREAD, functools.partial(fn, *args, **kwargs))
+    """`fn(*args, **kwargs)` on a tokenizer thread; its exceptions are raised here. `fn` reads the
+    tokenizer as `state.tokenizer` there, not a tokenizer fetched beforehand on the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))

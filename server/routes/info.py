@@ -88,9 +88,8 @@ async def props(request: Request):
 async def tokenize(req: TokenizeRequest, request: Request):
     state = _state(request)
     state.require_ready()
-    tok = state.tokenizer
-    ids = await off_loop(tok.encode, req.content, add_special_tokens=req.add_special,
-                         split_special_tokens=not req.parse_special)
+    ids = await off_loop(lambda: state.tokenizer.encode(req.content, add_special_tokens=req.add_special,
+                                                        split_special_tokens=not req.parse_special))
     if not req.with_pieces:
         return TokenizeResponse(tokens=ids).model_dump(mode="json")
     pieces = []
@@ -112,7 +111,7 @@ async def detokenize(req: DetokenizeRequest, request: Request):
     for i, t in enumerate(req.tokens):
         if t >= vocab:
             raise InvalidRequestError(f"token id {t} is outside the vocabulary (size {vocab})", param=f"tokens.{i}")
-    text = await off_loop(state.tokenizer.decode, req.tokens, skip_special_tokens=False)
+    text = await off_loop(lambda: state.tokenizer.decode(req.tokens, skip_special_tokens=False))
     return DetokenizeResponse(content=text).model_dump()
 
 
