@@ -19,6 +19,7 @@ logits, before bias, penalties and temperature, as vLLM reports by default.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -44,10 +45,18 @@ class Sampled:
     top: list[tuple[int, float]] | None = None  # (token, logprob) alternatives, best first
 
 
+def generator_seed(seed: int, index: int) -> int:
+    """The generator seed of choice `index` of a request seeded `seed` (any of the API's 64-bit range,
+    negatives included). torch's CPU generator keeps only the low 32 bits of what it is given, so the
+    request's seed is hashed down to them rather than cut: seeds 0, 2**32 and 2**63 draw differently."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little")
+
+
 def new_state(params: SamplingParams, index: int, processors: list) -> SamplingState:
     gen = torch.Generator()
     if params.seed is not None:
-        gen.manual_seed((params.seed * 1_000_003 + index) & 0xFFFF_FFFF_FFFF)
+        gen.manual_seed(generator_seed(params.seed, index))
     else:
         gen.manual_seed(int.from_bytes(os.urandom(8), "little") & 0x7FFF_FFFF_FFFF_FFFF)
     return SamplingState(params, gen, processors)

@@ -46,3 +46,15 @@ def test_a_masked_token_stays_impossible_when_the_allowed_ones_fall_off_float32s
         state = new_state(SamplingParams(temperature=1e-5, seed=seed), 0, [OnlyOneAndThree()])
         [drawn] = sample(logits, [state], [([], [])])
         assert drawn.token == 1  # -1e34 / 1e-5 is -inf, as is every masked token: the best allowed one
+
+
+def test_seeds_that_differ_only_above_32_bits_draw_different_tokens():
+    # torch's CPU generator keeps 32 bits of its seed: 0, 2**32 and 2**63 once drew the same tokens.
+    logits = torch.zeros(1, 1000)  # uniform: every draw is the generator's
+
+    def draws(seed: int, index: int = 0) -> list[int]:
+        state = new_state(SamplingParams(temperature=1.0, seed=seed), index, [])
+        return [sample(logits, [state], [([], [])])[0].token for _ in range(8)]
+    runs = [draws(0), draws(2**32), draws(2**63), draws(-(2**63)), draws(2**64 - 1), draws(0, index=1)]
+    assert len({tuple(r) for r in runs}) == len(runs)
+    assert draws(2**32) == draws(2**32)  # and a seed still repeats itself
