@@ -90,10 +90,22 @@ def test_a_bad_slot_id_is_refused(saving, slot, status, type_, words):
     _error(_action(saving, slot, "save", {"filename": "a.fslot"}), status, type_, "id_slot", *words)
 
 
-@pytest.mark.parametrize("action", ["explode", "SAVE", None])
-def test_an_unknown_or_missing_action_is_a_400_naming_it(saving, action):
+@pytest.mark.parametrize("action", ["explode", "SAVE"])
+def test_an_unknown_action_is_a_400_naming_it(saving, action):
     _error(_action(saving, "0", action, {"filename": "a.fslot"}), 400, "invalid_request_error", "action",
            "save, restore or erase", repr(action))
+
+
+def test_a_missing_action_is_a_400_that_says_it_is_missing(saving):
+    err = _error(_action(saving, "0", None, {"filename": "a.fslot"}), 400, "invalid_request_error", "action",
+                 "missing", "save, restore or erase")
+    assert "None" not in err["message"]
+
+
+@pytest.mark.parametrize("action", ["save", "restore"])
+def test_a_misspelt_field_in_the_body_is_a_400_naming_it(saving, action):
+    _error(_action(saving, "0", action, {"filename": "a.fslot", "filname": "b.fslot"}), 400,
+           "invalid_request_error", "filname", "unknown field")
 
 
 @pytest.mark.parametrize("action", ["save", "restore"])

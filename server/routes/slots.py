@@ -69,6 +69,10 @@ async def _filename(request: Request) -> str:
         raise InvalidRequestError(f"could not parse JSON body: {exc}", code="json_invalid") from None
     if not isinstance(body, dict) or "filename" not in body:
         raise InvalidRequestError("this action needs a JSON body with a `filename`", param="filename")
+    unknown = sorted(k for k in body if k != "filename")
+    if unknown:  # as every other route's body: a misspelt field is an error, not silently ignored
+        name = unknown[0] if len(unknown[0]) <= 40 else unknown[0][:37] + "..."
+        raise InvalidRequestError(f"unknown field {name!r}: a slot action's body has only `filename`", param=name)
     if not isinstance(body["filename"], str) or lone_surrogate_path(body["filename"]) is not None:
         raise InvalidRequestError("`filename` must be a string of Unicode text", param="filename")
     return body["filename"]
@@ -81,8 +85,11 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
     check_admin_key(request, s.admin_api_key, s.api_key)
     state.require_ready()
     sid = _slot_id(slot_id, s.parallel)
+    if action is None:
+        raise InvalidRequestError("missing `action`: use ?action=save, restore or erase", param="action")
     if action not in ("save", "restore", "erase"):
-        raise InvalidRequestError(f"unknown action {action!r}: use ?action=save, restore or erase", param="action")
+        raise InvalidRequestError(f"unknown action {action[:40]!r}: use ?action=save, restore or erase",
+                                  param="action")
     if s.slot_save_path is None:
         raise NotSupportedError("slot actions are disabled: start the server with --slot-save-path DIR",
                                 param="action")
@@ -109,7 +116,9 @@ async def _save(state, slot, path):
     page = state.info.page_size
     payload = await asyncio.wrap_future(state.engine.call(lambda _: snapshot(slot, state.runner, page)))
     if payload is None:
-        raise InvalidRequestError(f"slot {slot.id} holds no cached tokens; run a request in it first", param="id_slot")
+        raise InvalidRequestError(f"slot {slot.id} holds no cached tokens: a slot keeps whole pages ({page} tokens) "
+                                  "of its last request, so run a request of at least that length in it first",
+                                  param="id_slot")
     try:
         written = await asyncio.to_thread(write_file, path, state.slot_identity, payload)
     except OSError as exc:
