@@ -220,6 +220,12 @@ def test_max_tokens_alone_is_the_effective_limit_and_absence_leaves_it_to_the_se
     assert ChatCompletionRequest.model_validate(chat()).effective_max_tokens is None
 
 
+def test_a_legacy_completion_without_max_tokens_gets_openais_16_and_null_leaves_it_to_the_server():
+    assert CompletionRequest.model_validate({"prompt": "hi"}).max_tokens == 16
+    assert CompletionRequest.model_validate({"prompt": "hi", "max_tokens": None}).max_tokens is None
+    assert CompletionRequest.model_validate({"prompt": "hi", "max_tokens": 300}).max_tokens == 300
+
+
 def test_reasoning_budget_admits_exactly_minus_one_to_int32_max():
     for ok in (-1, 0, 2000, 2**31 - 1):
         assert ChatCompletionRequest.model_validate(chat(reasoning_budget_tokens=ok)).reasoning_budget_tokens == ok

@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from server.protocol.common import INT32_MAX, ResponseModel, SamplingFields, Timings, Usage, field_error
+from server.protocol.common import INT32_MAX, ResponseModel, SamplingFields, Timings, TokenCount, Usage, field_error
 
 FinishReason = Literal["stop", "length"]
 
@@ -61,6 +61,8 @@ class CompletionRequest(SamplingFields):
     ignored_fields: ClassVar[frozenset[str]] = frozenset({"timings_per_token", "return_progress", "samplers"})
 
     prompt: str | list[int]
+    # OpenAI's and vLLM's default for legacy completions; an explicit null leaves the context's room.
+    max_tokens: TokenCount | None = 16
     # OpenAI's legacy shape: how many alternatives per token (0 = just the chosen one).
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     echo: bool = False
