@@ -70,8 +70,10 @@ def test_a_random_models_required_call_parses_and_fits_one_offered_schema(client
 def test_a_named_tool_choice_gets_that_tools_schema(client):
     choice = _ask(client, tool_choice={"type": "function", "function": {"name": "ping"}}, seed=4,
                   extra_body=NO_THINKING)
-    [call] = choice.message.tool_calls
-    assert call.function.name == "ping" and _fits(call), call
+    # A random model may call the named tool more than once (parallel calls are allowed); every call it
+    # finished is that tool's, and fits its schema.
+    calls = _finished_calls(choice)
+    assert calls and all(call.function.name == "ping" and _fits(call) for call in calls), choice
 
 
 @pytest.fixture(scope="module")
