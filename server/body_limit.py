@@ -1,10 +1,14 @@
-"""A cap on the size of a request body, answered with an OpenAI-shaped 413.
+"""What a request body may be: at most `--max-request-body-bytes`, and not compressed.
 
 What it is for: without it one client can make the server buffer a body of
 any size (FastAPI reads the whole body before validating it), and a few
 large uploads take the memory every other request needs. The cap is
 `--max-request-body-bytes`; a body over it gets a 413 that names the flag,
 never a 500 and never an out-of-memory kill.
+
+A body sent with a `Content-Encoding` (gzip, br, ...) is a 415 naming the
+header: the server does not decompress, and read as JSON such a body only
+failed with a parse error that did not say why.
 
 Why it is shaped so: a pure-ASGI middleware, like the gate in app.py, so
 streamed responses and disconnect notices pass through untouched. A declared
@@ -25,14 +29,25 @@ def _too_large(limit: int) -> APIError:
                     "invalid_request_error", code="request_too_large")
 
 
-def _declared_length(scope) -> int | None:
-    for name, value in scope.get("headers") or ():
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None  # the HTTP server itself rejects a malformed length
+def _header(scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers") or ():
+        if key == name:
+            return value
     return None
+
+
+def _declared_length(scope) -> int | None:
+    try:
+        return int(_header(scope, b"content-length"))
+    except (TypeError, ValueError):
+        return None  # none declared (chunked); the HTTP server itself rejects a malformed length
+
+
+def _encoded(scope) -> str | None:
+    """The body's Content-Encoding, when it is one the server would have to undo."""
+    raw = _header(scope, b"content-encoding")
+    value = raw.decode("latin-1").strip() if raw is not None else ""
+    return value if value and value.lower() != "identity" else None
 
 
 class BodyLimitMiddleware:
@@ -44,6 +59,12 @@ class BodyLimitMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        encoding = _encoded(scope)
+        if encoding is not None:
+            error = APIError(415, f"Content-Encoding {encoding[:40]!r} is not supported: send the JSON body "
+                             "uncompressed", "invalid_request_error", param="Content-Encoding",
+                             code="unsupported_content_encoding")
+            return await error.response()(scope, receive, send)
         declared = _declared_length(scope)
         if declared is not None and declared > self.limit:
             return await _too_large(self.limit).response()(scope, receive, send)

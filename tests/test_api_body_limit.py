@@ -1,4 +1,4 @@
-"""Request bodies over `--max-request-body-bytes` are refused with a 413, against a live server.
+"""Request bodies over `--max-request-body-bytes` are refused with a 413, compressed ones with a 415.
 
 The cap holds whether the client declares the body's length or streams it
 chunked; a body within the cap is served as if there were no cap, and the
@@ -70,6 +70,22 @@ def test_a_stream_within_the_cap_still_runs_to_its_end(server):
         lines = [line for line in r.iter_lines() if line]
     assert r.status_code == 200
     assert lines[-1] == "data: [DONE]"
+
+
+def test_a_compressed_body_is_a_415_naming_the_encoding(server):
+    import gzip
+
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=gzip.compress(_chat_body("hi")),
+                   headers={**AUTH, "Content-Type": "application/json", "Content-Encoding": "gzip"}, timeout=60)
+    assert r.status_code == 415, r.text
+    error = r.json()["error"]
+    assert error["code"] == "unsupported_content_encoding" and "gzip" in error["message"]
+
+
+def test_an_identity_encoding_is_no_encoding(server):
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=_chat_body("hi"),
+                   headers={**AUTH, "Content-Type": "application/json", "Content-Encoding": "identity"}, timeout=60)
+    assert r.status_code == 200, r.text
 
 
 def test_a_client_without_the_key_is_told_about_the_key_not_the_size(server):
