@@ -214,11 +214,12 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
 
 
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,
-                       reasoning_open: bool = False) -> SamplingParams:
+                       reasoning_open: bool = False, field: str | None = None) -> SamplingParams:
     info = state.info
     n_ctx = info.max_model_len
-    # The field the client wrote the prompt in: chat renders `messages`, completions take `prompt`.
-    field = "messages" if hasattr(req, "messages") else "prompt"
+    # The field the client wrote the prompt in: chat renders `messages`, completions take `prompt` (`prompt.2`
+    # for the third of a batch).
+    field = field or ("messages" if hasattr(req, "messages") else "prompt")
     check_context(len(prompt_ids), n_ctx, field)
     if not prompt_ids:
         # Nothing to decode from (a client's chat template that renders nothing, an empty prompt with no BOS).
@@ -226,7 +227,8 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
     vocab = info.spec.vocab_size
     for i, tok in enumerate(prompt_ids):
         if tok >= vocab:
-            raise InvalidRequestError(f"prompt token id {tok} is outside the vocabulary (size {vocab})", param=f"prompt.{i}")
+            raise InvalidRequestError(f"prompt token id {tok} is outside the vocabulary (size {vocab})",
+                                      param=f"{field}.{i}")
     for tok in req.logit_bias or {}:
         if tok >= vocab:
             raise InvalidRequestError(f"logit_bias names token id {tok}, outside the vocabulary (size {vocab})",

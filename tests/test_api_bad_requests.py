@@ -159,8 +159,10 @@ CASES = [
     # -- completions
     Bad("completion prompt missing", P, body={"max_tokens": 2}, param="prompt", words=("prompt", "required")),
     Bad("completion prompt empty", P, body=completion(prompt=""), param="prompt", words=("empty",)),
-    Bad("several prompts in one request", P, body=completion(prompt=["a", "b"]), param="prompt",
-        words=("2 prompts",)),
+    Bad("more prompts than a request holds", P, body=completion(prompt=["a"] * 200), param="prompt",
+        words=("200 prompts", "128")),
+    Bad("a batch's token id outside the vocabulary", P, body=completion(prompt=[[1], [2, 100000]]),
+        param="prompt.1.1", words=("100000", "vocabulary")),
     Bad("prompt token id outside the vocabulary", P, body=completion(prompt=[1, 2, 100000]), param="prompt.2",
         words=("100000", "vocabulary")),
     Bad("negative prompt token id", P, body=completion(prompt=[1, -3]), param="prompt.1", words=("-3",)),

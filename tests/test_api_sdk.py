@@ -218,6 +218,36 @@ def test_a_completion_continues_text_and_token_id_prompts_alike(client, model, s
     assert [c.choices[0].finish_reason for c in streamed if c.choices][-1] == "length"
 
 
+def test_a_batch_of_prompts_answers_each_prompt_n_times_in_openais_order(client, model, server, no_eos):
+    prompts = ["Once upon a time", "The weather in Paris"]
+    args = dict(model=model, max_tokens=4, temperature=0, logit_bias=no_eos)
+    alone = [client.completions.create(prompt=p, **args).choices[0].text for p in prompts]
+    batch = client.completions.create(prompt=prompts, n=2, **args)
+    # Choice p * n + i is prompt p's i-th; greedy, each is what the prompt alone gets.
+    assert [c.index for c in batch.choices] == [0, 1, 2, 3]
+    assert [c.text for c in batch.choices] == [alone[0], alone[0], alone[1], alone[1]]
+    assert batch.usage.prompt_tokens == sum(len(server.tokenize(p)) for p in prompts)
+    assert batch.usage.completion_tokens == 4 * 4
+
+    chunks = list(client.completions.create(prompt=[server.tokenize(p) for p in prompts], n=2, stream=True,
+                                            stream_options={"include_usage": True}, **args))
+    texts = {}
+    for chunk in chunks:
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+    assert texts == {c.index: c.text for c in batch.choices}
+    assert chunks[-1].usage.prompt_tokens == batch.usage.prompt_tokens
+    assert chunks[-1].usage.completion_tokens == batch.usage.completion_tokens
+
+
+def test_a_batch_with_a_prompt_past_the_context_is_refused_naming_that_prompt(server):
+    too_long = list(range(3, 3 + server.state.info.max_model_len + 1))
+    r = httpx.post(server.base_url + "/v1/completions", timeout=60,
+                   json={"prompt": [[5, 6], too_long], "max_tokens": 2})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "prompt.1"
+
+
 def _forced_weather_call(server, client, model, messages):
     """Steer the random model through one `get_weather` call with `{}` arguments.
 

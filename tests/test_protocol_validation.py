@@ -135,8 +135,11 @@ def test_a_bad_chat_request_is_refused_naming_the_field(body, param, needle):
 
 
 BAD_COMPLETION = [
-    ("two prompts", {"prompt": ["a", "b"]}, "prompt", "one prompt per request"),
-    ("two token prompts", {"prompt": [[1], [2]]}, "prompt", "2 prompts"),
+    ("an empty prompt in a batch", {"prompt": ["a", ""]}, "prompt", "prompt 1 is empty"),
+    ("a negative token id in a batch", {"prompt": [[1], [5, -1]]}, "prompt.1.1", "token id"),
+    ("more prompts than a request holds", {"prompt": ["a"] * 129}, "prompt", "at most 128"),
+    ("prompts x n over the choices a request holds", {"prompt": ["a"] * 3, "n": 50}, "prompt", "150 choices"),
+    ("a named slot with a batch", {"prompt": ["a", "b"], "id_slot": 0}, "id_slot", "one prompt"),
     ("empty prompt", {"prompt": ""}, "prompt", "empty"),
     ("empty prompt list", {"prompt": []}, "prompt", "empty"),
     ("negative token id", {"prompt": [5, -1]}, "prompt.1", "token id"),
@@ -160,6 +163,19 @@ def test_a_bad_completion_request_is_refused_naming_the_field(body, param, needl
     err = api_error_from_validation(caught.value.errors())
     assert err.param == param, err.message
     assert needle in err.message, err.message
+
+
+def test_a_completion_prompt_is_read_as_a_batch_of_strings_or_token_id_lists():
+    def prompts(value):
+        return CompletionRequest.model_validate({"prompt": value}).prompt
+
+    assert prompts("hi") == ["hi"]
+    assert prompts([1, 2]) == [[1, 2]]
+    assert prompts(["hi"]) == ["hi"]
+    assert prompts([[1, 2]]) == [[1, 2]]
+    assert prompts(["a", "b"]) == ["a", "b"]
+    assert prompts([[1], [2, 3], "c"]) == [[1], [2, 3], "c"]
+    assert CompletionRequest.model_validate({"prompt": ["a", "b"], "id_slot": -1}).id_slot == -1
 
 
 def test_a_full_agentic_chat_request_is_accepted_and_normalised():
@@ -231,12 +247,6 @@ def test_reasoning_budget_admits_exactly_minus_one_to_int32_max():
         assert ChatCompletionRequest.model_validate(chat(reasoning_budget_tokens=ok)).reasoning_budget_tokens == ok
     same = ChatCompletionRequest.model_validate(chat(reasoning_budget_tokens=5, thinking_budget_tokens=5))
     assert same.reasoning_budget_tokens == 5
-
-
-def test_completion_prompts_normalise_to_a_string_or_token_ids():
-    assert CompletionRequest.model_validate({"prompt": ["once"]}).prompt == "once"
-    assert CompletionRequest.model_validate({"prompt": [[1, 2, 3]]}).prompt == [1, 2, 3]
-    assert CompletionRequest.model_validate({"prompt": [4, 5]}).prompt == [4, 5]
 
 
 def test_tokenize_and_detokenize_requests_are_strict():

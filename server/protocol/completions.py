@@ -1,10 +1,11 @@
 """Wire models of `/v1/completions` (raw text in, text out).
 
-The prompt arrives as a string, a list holding one string, a list of token
-ids, or a list holding one list of token ids, and is normalised to `str` or
-`list[int]`. More than one prompt is refused with a 400 naming `prompt`:
-batching is the scheduler's job across requests, and answering n prompts in
-one response would need per-prompt choice bookkeeping nobody asked for.
+The prompt arrives as a string, a list of token ids, or a list of either (a
+batch, as OpenAI and vLLM take it, which evaluation harnesses send), and is
+normalised to a list of prompts, each `str` or `list[int]`. A batch of P
+prompts answers P x n choices, choice `p * n + i` being prompt p's i-th (the
+OpenAI convention). The bounds: 128 prompts, 128 choices, and a named
+`id_slot` only with one prompt (a slot holds one prompt's tokens).
 
 Refused by name rather than half-done: `echo: true` (echo with `logprobs`
 needs prompt logprobs, which the engine does not compute), `suffix`
@@ -28,39 +29,60 @@ from server.protocol.common import INT32_MAX, ResponseModel, SamplingFields, Tim
 FinishReason = Literal["stop", "length"]
 
 
-def _one_prompt(value: Any) -> Any:
-    """str | list[int] from every accepted prompt shape."""
+# Prompts in one request, and choices (prompts x n) in one response: a bound a client can read, well
+# above what a batch of evaluation prompts needs, so one request cannot queue thousands of sequences.
+MAX_PROMPTS = 128
+MAX_CHOICES = 128
+
+
+def _token_ids(value: list, where: str) -> list[int]:
+    for i, token in enumerate(value):
+        if not 0 <= token <= INT32_MAX:
+            raise field_error(f"{where}{i}", f"{token} is not a valid token id")
+    return value
+
+
+def _is_ids(value: list) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+
+
+def _prompts(value: Any) -> list[str | list[int]]:
+    """Every accepted prompt shape as a list of prompts (a string or a list of token ids each), as OpenAI
+    and vLLM read it: a string, a list of token ids, or a list of either (a batch)."""
     if isinstance(value, str):
-        if not value:
-            raise PydanticCustomError("empty_prompt", "prompt must not be empty")
-        return value
+        value = [value]
+    elif isinstance(value, list) and value and _is_ids(value):
+        value = [value]
     if not isinstance(value, list):
         raise PydanticCustomError(
-            "prompt_type", "prompt must be a string, a list of token ids, or a list with one of those"
+            "prompt_type", "prompt must be a string, a list of token ids, or a list of those"
         )
     if not value:
         raise PydanticCustomError("empty_prompt", "prompt must not be empty")
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        for i, token in enumerate(value):
-            if not 0 <= token <= INT32_MAX:
-                raise field_error(str(i), f"{token} is not a valid token id")
-        return value
-    if all(isinstance(x, str | list) for x in value):
-        if len(value) > 1:
+    if len(value) > MAX_PROMPTS:
+        raise PydanticCustomError("too_many_prompts", "prompt holds {n} prompts; at most {limit} in one request",
+                                  {"n": len(value), "limit": MAX_PROMPTS})
+    one = len(value) == 1
+    out: list[str | list[int]] = []
+    for p, item in enumerate(value):
+        where = "" if one else f"{p}."
+        if isinstance(item, str) and item:
+            out.append(item)
+        elif isinstance(item, list) and item and _is_ids(item):
+            out.append(_token_ids(item, where))
+        elif isinstance(item, str | list) and not item:
+            raise PydanticCustomError("empty_prompt", "prompt must not be empty" if one else f"prompt {p} is empty")
+        else:
             raise PydanticCustomError(
-                "batched_prompt",
-                "prompt holds {n} prompts; send one prompt per request", {"n": len(value)},
-            )
-        return _one_prompt(value[0])
-    raise PydanticCustomError(
-        "prompt_type", "prompt must be a string, a list of token ids, or a list with one of those"
-    )
+                "prompt_type", "prompt must be a string, a list of token ids, or a list of those (item {p} is "
+                "neither)", {"p": p})
+    return out
 
 
 class CompletionRequest(SamplingFields):
     ignored_fields: ClassVar[frozenset[str]] = frozenset({"timings_per_token", "return_progress", "samplers"})
 
-    prompt: str | list[int]
+    prompt: list[str | list[int]]  # normalised: one entry per prompt (a batch answers prompts x n choices)
     # OpenAI's and vLLM's default for legacy completions; an explicit null leaves the context's room.
     max_tokens: TokenCount | None = 16
     # OpenAI's legacy shape: how many alternatives per token (0 = just the chosen one).
@@ -72,7 +94,7 @@ class CompletionRequest(SamplingFields):
     @field_validator("prompt", mode="before")
     @classmethod
     def _normalise_prompt(cls, value: Any) -> Any:
-        return _one_prompt(value)
+        return _prompts(value)
 
     @model_validator(mode="after")
     def _refused_features(self) -> CompletionRequest:
@@ -82,6 +104,11 @@ class CompletionRequest(SamplingFields):
             raise field_error("suffix", "suffix (fill-in-the-middle) is not supported")
         if self.best_of not in (None, 1):
             raise field_error("best_of", "best_of is not supported; use n for several completions")
+        if len(self.prompt) * self.n > MAX_CHOICES:
+            raise field_error("prompt", f"{len(self.prompt)} prompts x n={self.n} would be "
+                              f"{len(self.prompt) * self.n} choices; at most {MAX_CHOICES} in one request")
+        if len(self.prompt) > 1 and self.id_slot is not None and self.id_slot >= 0:
+            raise field_error("id_slot", "a named id_slot holds one prompt; send the prompts one per request")
         return self
 
 

@@ -8,6 +8,7 @@ can send them back and hit the prefix cache exactly.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from fastapi import APIRouter, Request
@@ -25,7 +26,6 @@ from server.generation import (
     streaming_body,
     submit,
     timings_of,
-    usage_of,
 )
 from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
 from server.sse import DONE, event
@@ -34,16 +34,21 @@ from server.tokenizer_thread import off_loop
 router = APIRouter()
 
 
-def _prompt(req: CompletionRequest, tokenizer) -> tuple[str, list[int]]:
-    if isinstance(req.prompt, str):
-        return req.prompt, tokenizer.encode(req.prompt, add_special_tokens=True)
-    return tokenizer.decode(req.prompt, skip_special_tokens=False), list(req.prompt)
+def _prompt(prompt: str | list[int], tokenizer) -> tuple[str, list[int]]:
+    if isinstance(prompt, str):
+        return prompt, tokenizer.encode(prompt, add_special_tokens=True)
+    return tokenizer.decode(prompt, skip_special_tokens=False), list(prompt)
 
 
-def _prepare(req: CompletionRequest, state) -> tuple[list[int], SamplingParams]:
-    """The prompt's ids and the engine's parameters: every tokenizer call a request makes, on the tokenizer thread."""
-    text, ids = _prompt(req, state.tokenizer)
-    return ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs)
+def _prepare(req: CompletionRequest, state) -> list[tuple[list[int], SamplingParams]]:
+    """Each prompt's ids and engine parameters: every tokenizer call a request makes, on a tokenizer thread.
+    Any prompt that fails fails the request, before anything is submitted."""
+    out = []
+    for p, prompt in enumerate(req.prompt):
+        text, ids = _prompt(prompt, state.tokenizer)
+        field = "prompt" if len(req.prompt) == 1 else f"prompt.{p}"
+        out.append((ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs, field=field)))
+    return out
 
 
 @router.post("/v1/completions")
@@ -51,55 +56,116 @@ async def completions(req: CompletionRequest, http_request: Request):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
-    ids, params = await off_loop(_prepare, req, state)
-    stream = await submit(state, ids, params, req.id_slot)
+    prepared = await off_loop(_prepare, req, state)
+    streams = []
+    try:
+        for ids, params in prepared:
+            streams.append(await submit(state, ids, params, req.id_slot))
+    except BaseException:
+        _abort(state, streams)
+        raise
+    prompts = [ids for ids, _ in prepared]
     if req.stream:
-        return StreamingResponse(streaming_body(state, stream, _stream(state, req, stream, ids)), media_type="text/event-stream",
+        body = _stream(state, req, streams, prompts)
+        for stream in streams:
+            body = streaming_body(state, stream, body)
+        return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    choices = await collect(stream, http_request, state.engine, req.n)
+    try:
+        # The prompts decode together in the engine; their results are read one after the other.
+        results = [await collect(stream, http_request, state.engine, req.n) for stream in streams]
+    finally:
+        _abort(state, streams)  # a no-op for finished requests; frees the rest if one failed
     out = [CompletionChoice(
-        index=c.index, text=c.text, finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
+        index=p * req.n + c.index, text=c.text,
+        finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
         logprobs=completion_logprobs(state, c.logprobs) if req.logprobs is not None else None,
         token_ids=c.token_ids if req.return_token_ids else None,
-        prompt_token_ids=ids if req.return_token_ids else None,
-    ) for c in choices]
-    return Completion(model=state.info.served_model_name, choices=out, usage=usage_of(len(ids), choices),
-                      timings=timings_of(choices[0].stats)).model_dump(mode="json")
+        prompt_token_ids=prompts[p] if req.return_token_ids else None,
+    ) for p, choices in enumerate(results) for c in choices]
+    every = [c for choices in results for c in choices]
+    cached = sum(choices[0].stats.cached_tokens for choices in results if choices[0].stats)
+    usage = Usage.of(sum(len(ids) for ids in prompts), sum(len(c.token_ids) for c in every), cached)
+    return Completion(model=state.info.served_model_name, choices=out, usage=usage,
+                      timings=timings_of(results[0][0].stats)).model_dump(mode="json")
 
 
-async def _stream(state, req: CompletionRequest, stream, prompt_ids):
-    cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
-    offsets = [0] * req.n
-    prompt_sent = [False] * req.n
-    stats0 = None
-    continuous = continuous_usage(req)
-    by_choice = [0] * req.n  # completion tokens so far per choice (continuous usage counts per choice, as vLLM's)
+def _abort(state, streams) -> None:
+    for stream in streams:
+        state.engine.abort(stream.request_id)
+
+
+async def _merged(streams):
+    """(prompt index, event) from every stream as the events come, each stream's in its own order."""
+    if len(streams) == 1:
+        async for ev in streams[0]:
+            yield 0, ev
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+    done = object()
+
+    async def pump(p, stream):
+        try:
+            async for ev in stream:
+                await queue.put((p, ev))
+        except Exception as exc:  # handed to the reader, which raises it
+            await queue.put((p, exc))
+        else:
+            await queue.put((p, done))
+
+    tasks = [asyncio.create_task(pump(p, s)) for p, s in enumerate(streams)]
     try:
-        async for ev in stream:
+        running = len(tasks)
+        while running:
+            p, ev = await queue.get()
+            if ev is done:
+                running -= 1
+            elif isinstance(ev, Exception):
+                raise ev
+            else:
+                yield p, ev
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _stream(state, req: CompletionRequest, streams, prompts):
+    cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
+    n = req.n
+    choices = len(prompts) * n  # choice p * n + i is prompt p's i-th
+    offsets = [0] * choices
+    prompt_sent = [False] * choices
+    first_stats = [None] * len(prompts)
+    continuous = continuous_usage(req)
+    by_choice = [0] * choices  # completion tokens so far per choice (continuous usage counts per choice, as vLLM's)
+    try:
+        async for p, ev in _merged(streams):
             raise_if_failed(ev)
-            by_choice[ev.index] += len(ev.token_ids)
-            lp = completion_logprobs(state, ev.logprobs, offsets[ev.index]) if req.logprobs is not None else None
-            offsets[ev.index] += len(ev.text)
+            g = p * n + ev.index
+            by_choice[g] += len(ev.token_ids)
+            lp = completion_logprobs(state, ev.logprobs, offsets[g]) if req.logprobs is not None else None
+            offsets[g] += len(ev.text)
             reason = None
             if ev.finish_reason is not None:
                 reason = ev.finish_reason if ev.finish_reason in ("stop", "length") else "stop"
-                stats0 = ev.stats if ev.index == 0 else stats0
+                first_stats[p] = ev.stats if ev.index == 0 else first_stats[p]
             # return_token_ids: the prompt's ids ride on each choice's first chunk, as vLLM sends them.
-            first = req.return_token_ids and not prompt_sent[ev.index]
+            first = req.return_token_ids and not prompt_sent[g]
             if first:
-                prompt_sent[ev.index] = True
-            choice = CompletionChoice(index=ev.index, text=ev.text, finish_reason=reason, logprobs=lp,
+                prompt_sent[g] = True
+            choice = CompletionChoice(index=g, text=ev.text, finish_reason=reason, logprobs=lp,
                                       token_ids=ev.token_ids if req.return_token_ids else None,
-                                      prompt_token_ids=prompt_ids if first else None)
-            running = Usage.running(len(prompt_ids), by_choice[ev.index]) if continuous else None
+                                      prompt_token_ids=prompts[p] if first else None)
+            running = Usage.running(len(prompts[p]), by_choice[g]) if continuous else None
             yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice], usage=running,
                                         timings=timings_of(ev.stats) if reason else None))
         if req.stream_options and req.stream_options.include_usage:
-            usage = Usage.of(len(prompt_ids), sum(by_choice), stats0.cached_tokens if stats0 else 0)
+            cached = sum(stats.cached_tokens for stats in first_stats if stats)
+            usage = Usage.of(sum(len(ids) for ids in prompts), sum(by_choice), cached)
             yield event(CompletionChunk(id=cid, created=created, model=model, choices=[], usage=usage))
         yield DONE
     except APIError as exc:  # in-band, then the stream's usual end (chat.py's stream does the same)
         yield event(exc.body())
         yield DONE
     finally:
-        state.engine.abort(stream.request_id)
+        _abort(state, streams)
