@@ -161,12 +161,12 @@ def completion_logprobs(state, entries, text_start: int = 0) -> dict | None:
         piece = _piece(state, e.token)
         tokens.append(_legacy_name(state, e.token, piece))
         lps.append(e.logprob)
-        top = None
-        if e.top:
-            top = {}
-            # Most likely first: two tokens with one name (distinct ids that decode alike) keep the higher.
-            for t, lp in sorted(e.top, key=lambda pair: -pair[1]):
-                top.setdefault(_legacy_name(state, t, _piece(state, t)), lp)
+        # OpenAI: "the API will always return the logprob of the sampled token, so there may be up to
+        # logprobs+1 elements" -- with logprobs 0, just the sampled token (vLLM answers the same).
+        top: dict[str, float] = {}
+        # Most likely first: two tokens with one name (distinct ids that decode alike) keep the higher.
+        for t, lp in sorted([*e.top, (e.token, e.logprob)], key=lambda pair: -pair[1]):
+            top.setdefault(_legacy_name(state, t, _piece(state, t)), lp)
         tops.append(top)
         offsets.append(offset)
         offset += len(piece)

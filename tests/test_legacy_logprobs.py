@@ -40,4 +40,9 @@ def test_two_ids_with_one_name_keep_the_higher_logprob():
 def test_text_offsets_still_count_the_decoded_text():
     out = completion_logprobs(STATE, [TokenLogprob(3, -0.1), TokenLogprob(1, -0.1), TokenLogprob(4, -0.1)], 10)
     assert out["text_offset"] == [10, 12, 13]
-    assert out["top_logprobs"] == [None, None, None]
+
+
+def test_the_sampled_token_is_always_among_the_top_logprobs_as_openai_promises():
+    # logprobs 0: no alternatives, the sampled token alone; a sampled token outside the top k joins them.
+    out = completion_logprobs(STATE, [TokenLogprob(3, -0.1), TokenLogprob(4, -4.0, [(3, -0.5), (1, -1.0)])])
+    assert out["top_logprobs"] == [{"hi": -0.1}, {"hi": -0.5, "bytes:\\xf0\\x9f": -1.0, " a": -4.0}]
