@@ -12,11 +12,13 @@ failed with a parse error that did not say why.
 
 Why it is shaped so: a pure-ASGI middleware, like the gate in app.py, so
 streamed responses and disconnect notices pass through untouched. A declared
-`Content-Length` over the cap is refused before a byte is read; a chunked
-body (no length) is read up to the cap and refused as soon as it passes it.
+`Content-Length` over the cap is refused before a byte is read; any other
+body is read up to the cap and refused as soon as it passes it.
 A body within the cap is handed to the app as it was received, and later
 `receive` calls (a streaming route waiting for a disconnect) go straight to
-the server.
+the server. The bytes received are counted even when a length was declared:
+a request may also say `Transfer-Encoding: chunked`, and then the chunks, not
+the declared length, frame the body.
 """
 
 from __future__ import annotations
@@ -68,9 +70,8 @@ class BodyLimitMiddleware:
         declared = _declared_length(scope)
         if declared is not None and declared > self.limit:
             return await _too_large(self.limit).response()(scope, receive, send)
-        if declared is not None:
-            # The HTTP server stops at the declared length, which is within the cap.
-            return await self.app(scope, receive, send)
+        # The bytes are counted whatever was declared: with both Content-Length and Transfer-Encoding:
+        # chunked, h11 frames the body by the chunks, and a small declared length would let any size in.
         received: list[dict] = []
         size = 0
         while True:
