@@ -67,11 +67,19 @@ class GrammarVocabulary:
         return " ".join([lines[0]] + [line for line in lines[1:] if line.startswith("error:")])
 
 
-    def can_start(self, grammar: str) -> bool:
-        """Whether some token can begin `grammar` (compiled without error): false when its language is
-        empty, which llguidance reports only on the first mask."""
+    def start_error(self, grammar: str) -> str | None:
+        """Why no token can begin `grammar` (compiled without error), in one line, or None when some token
+        can: llguidance finds an empty language (`{"$ref": "#"}`) only when it computes the first mask.
+        (A language whose values can begin but never end -- a required property that is the schema
+        itself -- is not found here: it nests until max_tokens.)"""
         matcher = self.compiled(grammar)
-        return Mask(self.tokenizer).of(matcher) is not None
+        if Mask(self.tokenizer).of(matcher) is not None:
+            return None
+        reason = (matcher.get_error() or "").strip().splitlines()
+        # NoExtensionBias is llguidance's stop reason for "nothing may follow": here, an empty language.
+        if not reason or reason[0] == "NoExtensionBias":
+            return "nothing it allows can begin"
+        return reason[0]  # another stop, a parser limit say
 
 
 class Mask:

@@ -78,8 +78,8 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
 
 
 def value_grammar(schema: dict) -> str:
-    """Lark grammar of one JSON value of `schema` and nothing else: for asking whether any value can start
-    (GrammarVocabulary.can_start). A schema that only refers to itself (`{"$ref": "#"}`) compiles, but no
+    """Lark grammar of one JSON value of `schema` and nothing else: for asking whether any value can begin
+    (GrammarVocabulary.start_error). A schema that only refers to itself (`{"$ref": "#"}`) compiles, but no
     value satisfies it; inside the turn grammar that shows only after the whitespace runs out."""
     return f"start: %json {json.dumps(schema)}\n"
 

@@ -190,9 +190,10 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
     if error is not None:
         raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)
-    if not grammars.can_start(value_grammar(schema)):
-        raise InvalidRequestError(f"{param} cannot be enforced: no JSON value satisfies it (a $ref that only "
-                                  "refers to itself?)", param=param)
+    why = grammars.start_error(value_grammar(schema))
+    if why is not None:
+        raise InvalidRequestError(f"{param} cannot be enforced: no JSON value of it can begin ({why}; is there "
+                                  "a $ref that only refers to itself?)", param=param)
     return grammar
 
 

@@ -120,11 +120,11 @@ CASES = [
         param="response_format.json_schema.schema", words=("cannot be enforced", "look-around")),
     Bad("response_format json_schema that only refers to itself", C,
         body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#"}}}),
-        param="response_format.json_schema.schema", words=("cannot be enforced", "no JSON value")),
+        param="response_format.json_schema.schema", words=("cannot be enforced", "can begin")),
     Bad("response_format json_schema whose definitions refer to each other in a ring", C,
         body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}}}),
-        param="response_format.json_schema.schema", words=("cannot be enforced", "no JSON value")),
+        param="response_format.json_schema.schema", words=("cannot be enforced", "can begin")),
     Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),
         param="chat_template_kwargs.tools", words=("tools",)),
     Bad("chat_template_kwargs bringing the client's own template", C,
