@@ -284,30 +284,41 @@ def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot
     return UnverifiedSlot(header, view, body_offset=PREFIX_LEN + header_len)
 
 
-def read_slot_file(path: Path) -> UnverifiedSlot:
+def read_slot_file(path: Path, max_bytes: int | None = None) -> UnverifiedSlot:
     """Read and decode a slot file, refusing oversized or non-regular files first.
 
     The size is taken from the open descriptor, so the file checked is the
-    file read. `UnverifiedSlot.file_bytes` is the byte count read.
+    file read; `max_bytes` (the server's --max-slot-file-bytes) is checked on
+    it too (`SlotFormatError` `too_large`). `UnverifiedSlot.file_bytes` is the
+    byte count read.
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
     with open(fd, "rb", buffering=0) as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SlotFormatError(FormatCheck.NOT_A_FILE, f"{path} is not a regular file")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise SlotFormatError(FormatCheck.TOO_LARGE,
+                                  f"the file is {info.st_size} bytes, over --max-slot-file-bytes {max_bytes}")
         # The prefix first: a file that is not a slot file (or not this size) is refused before the
         # rest of it is read -- a multi-GB stray file costs 56 bytes, not its size in memory and time.
-        prefix = f.read(PREFIX_LEN)
+        prefix = _read_into(f, bytearray(min(PREFIX_LEN, info.st_size)), 0)
         check_prefix(prefix, info.st_size)
-        buffer, filled = bytearray(info.st_size), len(prefix)
-        buffer[:filled] = prefix
-        with memoryview(buffer) as view:
-            while filled < len(buffer):
-                got = f.readinto(view[filled:])
-                if not got:
-                    break
-                filled += got
-    if filled < len(buffer):
-        # The file shrank while being read: decode reports it as truncated.
-        del buffer[filled:]
+        buffer = bytearray(info.st_size)
+        buffer[:len(prefix)] = prefix
+        buffer = _read_into(f, buffer, len(prefix))
+    # A file that shrank while being read comes back short: decode reports it as truncated.
     return decode(buffer)
+
+
+def _read_into(f, buffer: bytearray, filled: int) -> bytearray:
+    """Fill `buffer` from `f` past its first `filled` bytes (a raw read may return less than asked);
+    cut it to what was read, should the file end sooner."""
+    with memoryview(buffer) as view:
+        while filled < len(buffer):
+            got = f.readinto(view[filled:])
+            if not got:
+                break
+            filled += got
+    del buffer[filled:]
+    return buffer

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from slots.atomic_write import atomic_write
-from slots.fslot import LayerKV, SlotPayload, check_size, read_slot_file, write_to
+from slots.fslot import LayerKV, SlotPayload, read_slot_file, write_to
 from slots.identity import SlotIdentity
 
 
@@ -68,13 +68,10 @@ def read_file(path: Path, identity: SlotIdentity, max_bytes: int, vocab_size: in
               n_ctx: int | None = None) -> tuple[SlotPayload, int]:
     """Read, decode, verify and check the contents against the server (worker thread). Raises
     SlotFormatError / IdentityMismatch / RestoreError."""
-    size = path.stat().st_size
-    check_size(size)
-    if size > max_bytes:
-        raise RestoreError(f"slot file is {size} bytes, over --max-slot-file-bytes {max_bytes}")
-    payload = read_slot_file(path).verify(identity)
+    slot = read_slot_file(path, max_bytes)  # sizes checked on the descriptor it reads
+    payload = slot.verify(identity)
     check_contents(payload, vocab_size, n_ctx)
-    return payload, size
+    return payload, slot.file_bytes
 
 
 def check_contents(payload: SlotPayload, vocab_size: int | None, n_ctx: int | None) -> None:

@@ -336,3 +336,13 @@ def test_a_slot_file_whose_lengths_disagree_with_its_size_is_refused_from_its_pr
     with pytest.raises(SlotFormatError) as caught:
         read_slot_file(path)
     assert caught.value.check == "trailing_bytes"
+
+
+def test_a_file_over_the_servers_own_limit_is_refused_on_the_size_of_what_was_opened(tmp_path):
+    path = tmp_path / "s.fslot"
+    data = encode(identity(), payload())
+    path.write_bytes(data)
+    assert read_slot_file(path, max_bytes=len(data)).file_bytes == len(data)
+    with pytest.raises(SlotFormatError) as caught:
+        read_slot_file(path, max_bytes=len(data) - 1)
+    assert caught.value.check == "too_large" and "--max-slot-file-bytes" in str(caught.value)
