@@ -24,6 +24,7 @@ from server.errors import APIError, install_error_handlers
 from server.metrics import Metrics
 from server.settings import ServeSettings
 from server.state import ServerState
+from server.tokenizer_thread import warm as warm_tokenizer_threads
 
 log = logging.getLogger("anchorage.app")
 
@@ -43,6 +44,7 @@ def load_into(state: ServerState, on_failure=None) -> None:
         info, engine, tokenizer, runner, token_bytes = build_runtime(state.settings)
         state.info, state.engine, state.tokenizer, state.runner, state.token_bytes = (
             info, engine, tokenizer, runner, token_bytes)
+        warm_tokenizer_threads(tokenizer)
         state.slots = SlotTable(state.settings.parallel, engine.scheduler.alloc, info.max_model_len)
         engine.on_end.append(state.slots.on_end)
         spec = info.spec

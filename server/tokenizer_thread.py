@@ -16,8 +16,9 @@ resolves through it, so code run here just reads `state.tokenizer`.
 
 Why two threads: with one, a single huge /tokenize or prompt (3 MB takes
 seconds) held every other request's preparation behind it, and with it all new
-generation. Two keep one request's tokenizing from stopping the server's; more
-would only compete for the same two cores.
+generation. Two keep one request's tokenizing from stopping the server's;
+tokenizing is a small share of a request's work, so more buy little and each
+costs a tokenizer's copy in memory.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _local = threading.local()
 
 
 def _mark_tokenizer_thread() -> None:
-    _local.copies = {}  # id(shared tokenizer) -> (shared, this thread's copy)
+    _local.kept = None  # (shared tokenizer, this thread's copy of it)
 
 
 _POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="tokenizer", initializer=_mark_tokenizer_thread)
@@ -45,13 +46,25 @@ _POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="tokenizer", 
 
 def own_tokenizer(shared: Any) -> Any:
     """On a tokenizer thread, that thread's own copy of `shared` (made on first use); elsewhere `shared`."""
-    copies = getattr(_local, "copies", None)
-    if copies is None or shared is None:
+    if not hasattr(_local, "kept") or shared is None:
         return shared
-    kept = copies.get(id(shared))
-    if kept is None or kept[0] is not shared:  # (the pair keeps `shared` alive, so its id is not reused)
-        kept = copies[id(shared)] = (shared, copy.deepcopy(shared))
-    return kept[1]
+    if _local.kept is None or _local.kept[0] is not shared:  # one server's tokenizer per process, but tests
+        _local.kept = (shared, copy.deepcopy(shared))  # run many: only the latest is kept
+    return _local.kept[1]
+
+
+def warm(shared: Any) -> None:
+    """Make every tokenizer thread's copy now (at load), so the first requests do not pay for it: a large
+    vocabulary's copy takes a moment. Each task holds its thread until all have started, so each thread
+    runs exactly one."""
+    barrier = threading.Barrier(THREADS)
+
+    def take() -> None:
+        barrier.wait(timeout=60)
+        own_tokenizer(shared)
+
+    for future in [_POOL.submit(take) for _ in range(THREADS)]:
+        future.result()
 
 
 async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:

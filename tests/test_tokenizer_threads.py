@@ -17,7 +17,7 @@ import pytest
 from transformers import PreTrainedTokenizerFast
 
 from live_server import live_server
-from server.tokenizer_thread import THREADS, off_loop, own_tokenizer
+from server.tokenizer_thread import THREADS, off_loop, own_tokenizer, warm
 
 
 def test_outside_the_tokenizer_threads_the_shared_tokenizer_is_used():
@@ -43,6 +43,30 @@ def test_each_tokenizer_thread_keeps_its_own_copy():
     for first, again in pairs:
         assert first == shared and first is not shared and again is first
     assert len({id(first) for first, _ in pairs}) == THREADS
+
+
+def test_warming_gives_every_tokenizer_thread_its_copy_before_any_request(monkeypatch):
+    import server.tokenizer_thread as threads
+
+    shared = {"vocab": [4, 5]}
+    warm(shared)
+
+    def no_more_copies(_):
+        raise AssertionError("a thread copied the tokenizer after warming")
+
+    monkeypatch.setattr(threads.copy, "deepcopy", no_more_copies)
+
+    async def copies():
+        barrier = threading.Barrier(THREADS)
+
+        def held():
+            barrier.wait(timeout=30)
+            return own_tokenizer(shared)
+
+        return await asyncio.gather(*(off_loop(held) for _ in range(THREADS)))
+
+    made = asyncio.run(copies())
+    assert all(c == shared and c is not shared for c in made) and len({id(c) for c in made}) == THREADS
 
 
 @pytest.fixture(scope="module")
