@@ -7,6 +7,11 @@ prefix cache when the free list is short -- window pressure first turns cached
 spans into tombstones, full pressure removes cached leaves -- so cached state
 is soft and never blocks a running sequence.
 
+Holds (`hold_cached`, a slot's pin) are soft too: references that keep a
+cached span from eviction, but which give way, oldest first
+(`release_oldest_hold`), when a sequence needs the pages -- otherwise idle
+slots could pin the pool and a request would wait for room nothing frees.
+
 Page tables: `full_pages[i]` backs positions `[i*page, (i+1)*page)` of the
 full-attention layers; `window_pages[i]` the same span of the windowed layers,
 or None once released (by a slide) or never needed (a cache hit far behind
@@ -14,6 +19,8 @@ the window).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from scheduler.kv_pool import KVPool
 from scheduler.prefix_cache import Match, PrefixCache
@@ -26,6 +33,9 @@ class PageAllocator:
         self.page = pool.page_size
         self.full = pool.group("full")
         self.win = pool.group("window")
+        # Live holds by id, oldest first (dicts keep insertion order), each with what to call when
+        # pressure releases it. A hold is in here exactly while its references are taken.
+        self._holds: dict[int, tuple[Match, Callable[[], None] | None]] = {}
 
     # -- sizing --------------------------------------------------------------------
     def needs(self, seq: Sequence, new_end: int) -> dict[str, int]:
@@ -120,17 +130,45 @@ class PageAllocator:
                 seq.window_pages[i] = p
         return created
 
-    def hold_cached(self, tokens: list[int]) -> Match:
-        """Take references on every cached page on the path of `tokens` (a slot's pin)."""
+    def hold_cached(self, tokens: list[int], on_release: Callable[[], None] | None = None) -> Match:
+        """Take references on every cached page on the path of `tokens` (a slot's pin).
+
+        The hold lasts until `drop_hold`, or until a sequence needs the pages (`release_oldest_hold`),
+        which then calls `on_release` so the holder knows it holds nothing any more.
+        """
         held = self.cache.path_pages(tokens)
         for p in held.full_pages:
             self.full.incref(p)
         for p in held.window_pages:
             if p is not None:
                 self.win.incref(p)
+        self._holds[id(held)] = (held, on_release)
         return held
 
     def drop_hold(self, held: Match) -> None:
+        """Give a hold's references back; a hold already released under pressure has none left."""
+        if self._holds.pop(id(held), None) is not None:
+            self._unreference(held)
+
+    def release_oldest_hold(self) -> bool:
+        """Drop the oldest hold so its pages become evictable cache; False when there is none.
+
+        Called by the scheduler before it preempts a sequence or leaves one waiting for room: a pin
+        is a cache of an idle conversation, and a live request comes first.
+        """
+        if not self._holds:
+            return False
+        held, on_release = self._holds.pop(next(iter(self._holds)))
+        self._unreference(held)
+        if on_release is not None:
+            on_release()
+        return True
+
+    def live_holds(self) -> list[Match]:
+        """The holds whose references are taken, oldest first (for bookkeeping checks)."""
+        return [held for held, _ in self._holds.values()]
+
+    def _unreference(self, held: Match) -> None:
         for p in held.full_pages:
             self.full.decref(p)
         for p in held.window_pages:

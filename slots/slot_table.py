@@ -3,7 +3,9 @@
 A slot is one logical conversation. It remembers the token sequence of its
 last request and pins that sequence's KV: references on the pages the prefix
 cache holds for it, so the prefix survives cache eviction until the slot is
-reused or erased. That is what a slot save writes out and a restore puts back.
+reused or erased, or until a running request needs those pages (a pin gives
+way, oldest first, rather than make a request wait: PageAllocator's holds).
+That is what a slot save writes out and a restore puts back.
 
 Slots do not limit concurrency -- `--max-num-seqs` does. A request names a
 slot with `id_slot`; -1 or absent picks the idle slot sharing the longest
@@ -81,9 +83,14 @@ class SlotTable:
 
     def pin(self, slot: Slot, tokens: list[int]) -> None:
         self.unpin(slot)
-        held = self.alloc.hold_cached(tokens)
+        held = self.alloc.hold_cached(tokens, on_release=lambda: self._released(slot, held))
         slot.hold = held
         slot.tokens = list(tokens[: held.tokens])
+
+    def _released(self, slot: Slot, held) -> None:
+        """The allocator gave this pin's pages to a running request: the slot holds nothing now."""
+        if slot.hold is held:
+            slot.hold, slot.tokens = None, []
 
     def unpin(self, slot: Slot) -> int:
         n = len(slot.tokens)

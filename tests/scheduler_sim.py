@@ -76,8 +76,9 @@ def cache_nodes(cache: PrefixCache) -> list[Node]:
     return out
 
 
-def check_bookkeeping(pool: KVPool, cache: PrefixCache, holders: Iterable[Sequence]) -> None:
-    """Pool integrity, and every refcount explained by a sequence table or a cache node."""
+def check_bookkeeping(pool: KVPool, cache: PrefixCache, holders: Iterable[Sequence], holds=()) -> None:
+    """Pool integrity, and every refcount explained by a sequence table, a hold (a slot's pin) or a cache
+    node."""
     pool.check_integrity()
     nodes = cache_nodes(cache)
     assert cache.num_nodes == len(nodes), "num_nodes disagrees with the tree"
@@ -91,6 +92,12 @@ def check_bookkeeping(pool: KVPool, cache: PrefixCache, holders: Iterable[Sequen
             cached["full"][n.full_page] += 1
         if n.window_page is not None:
             cached["window"][n.window_page] += 1
+    for hold in holds:
+        for p in hold.full_pages:
+            held["full"][p] += 1
+        for p in hold.window_pages:
+            if p is not None:
+                held["window"][p] += 1
     for seq in holders:
         for p in seq.full_pages:
             held["full"][p] += 1
@@ -231,7 +238,7 @@ class Sim:
             )
         for seq in self.finished:
             assert not seq.full_pages and not seq.window_pages, f"finished sequence {seq.seq_id} holds pages"
-        check_bookkeeping(self.pool, self.cache, holders)
+        check_bookkeeping(self.pool, self.cache, holders, self.alloc.live_holds())
 
     def owned(self) -> dict[str, int]:
         return {u.group: u.owned for u in self.pool.usage()}

@@ -405,6 +405,68 @@ def test_a_sequence_that_cannot_fit_even_alone_is_reported_starved_not_preempted
     sim.pool.check_integrity()
 
 
+# -- slot pins -------------------------------------------------------------------------------
+def _pin(sim: Sim, seq, released: list[str], name: str):
+    """Hold seq's cached span the way a slot pins its last request; `released` hears if it gives way."""
+    return sim.alloc.hold_cached(seq.all_ids[: seq.num_tokens - 1], on_release=lambda: released.append(name))
+
+
+def test_an_idle_slots_pin_gives_way_to_a_request_that_needs_its_pages():
+    sim = Sim(full_pages=10, max_batched_tokens=64)
+    (a,) = sim.submit(toks(28), 5)
+    sim.run()
+    released: list[str] = []
+    _pin(sim, a, released, "a")  # 8 of the 10 pages
+    (b,) = sim.submit(toks(24, 100), 4)  # 7 pages: only if the pin lets go
+    sim.run()  # before pins gave way, b waited for room nothing would ever free
+    assert released == ["a"] and sim.sched.counters.pins_released == 1
+    assert sim.alloc.live_holds() == []
+    assert_completed(sim, [a, b])
+
+
+def test_the_oldest_pin_gives_way_first_and_only_as_many_as_are_needed():
+    sim = Sim(full_pages=12, max_batched_tokens=64)
+    (a,) = sim.submit(toks(12), 5)
+    (b,) = sim.submit(toks(12, 100), 5)
+    sim.run()
+    released: list[str] = []
+    _pin(sim, a, released, "a")  # 4 pages
+    newer = _pin(sim, b, released, "b")  # 4 pages
+    (c,) = sim.submit(toks(20, 200), 4)  # 6 pages: one pin must go
+    sim.run()
+    assert released == ["a"] and sim.alloc.live_holds() == [newer]
+    sim.alloc.drop_hold(newer)
+    assert_completed(sim, [a, b, c])
+
+
+def test_a_pin_stays_while_there_is_room():
+    sim = Sim(full_pages=12, max_batched_tokens=64)
+    (a,) = sim.submit(toks(12), 5)
+    sim.run()
+    released: list[str] = []
+    held = _pin(sim, a, released, "a")
+    (b,) = sim.submit(toks(12, 100), 5)
+    sim.run()
+    assert released == [] and sim.alloc.live_holds() == [held]
+    sim.alloc.drop_hold(held)
+    sim.alloc.drop_hold(held)  # a second drop of the same hold gives nothing back twice
+    assert_completed(sim, [a, b])
+
+
+def test_a_running_sequence_takes_a_pins_pages_before_anyone_is_preempted():
+    sim = Sim(full_pages=12, max_batched_tokens=64)
+    (a,) = sim.submit(toks(16), 5)
+    sim.run()
+    (b,) = sim.submit(toks(8, 100), 30)  # grows from 2 pages to 10
+    (c,) = sim.submit(toks(4, 200), 2)
+    sim.step()
+    released: list[str] = []
+    _pin(sim, a, released, "a")  # 5 pages, taken while b and c run
+    sim.run()
+    assert released == ["a"] and sim.sched.counters.preemptions == 0
+    assert_completed(sim, [a, b, c])
+
+
 def random_workload(seed: int) -> None:
     r = random.Random(seed)
     window = r.choice([None, 8, 16])
@@ -430,6 +492,8 @@ def random_workload(seed: int) -> None:
               max_batched_tokens=budget, token_fn=model)
     shared = [r.randrange(50, 90) for _ in range(30)]
     seqs, pending = [], r.randint(3, 8)
+    pins: list = []  # slots pinning finished requests' spans, as many as --parallel, oldest first
+    n_slots = r.randint(0, 3)
     for _ in range(3000):
         if pending and r.random() < 0.3:
             pending -= 1
@@ -442,8 +506,16 @@ def random_workload(seed: int) -> None:
             sim.abort(r.choice(live))
         if not pending and not sim.sched.has_work():
             break
+        done_before = len(sim.finished)
         sim.step()
+        for seq in sim.finished[done_before:]:
+            if n_slots and seq.finish_reason == "length" and r.random() < 0.5:
+                pins.append(sim.alloc.hold_cached(seq.all_ids[: seq.num_tokens - 1]))
+                if len(pins) > n_slots:
+                    sim.alloc.drop_hold(pins.pop(0))
     assert not sim.sched.has_work()
+    for held in pins:
+        sim.alloc.drop_hold(held)
     assert_completed(sim, [s for s in seqs if s.finish_reason != "abort"])
 
 

@@ -1,0 +1,42 @@
+"""Idle slots' pins give way when a request needs the pool, over HTTP.
+
+Each of `--parallel` slots pins its last request's KV so the conversation can
+come back (or be saved). With a small pool, two idle slots pinned nearly all
+of it and the third request waited forever for room nothing would free; now
+the oldest pin gives way, the slot's cache is gone (`n_cached_tokens` 0), and
+/metrics counts it.
+"""
+
+from __future__ import annotations
+
+import random
+
+import httpx
+import pytest
+
+from live_server import live_server
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), parallel=4, max_model_len=512, kv_cache_tokens=1024) as s:
+        yield s
+
+
+def _prompt(rng: random.Random, n_tokens: int) -> list[int]:
+    return [rng.randrange(30, 400) for _ in range(n_tokens)]
+
+
+def test_requests_run_when_idle_slots_pin_most_of_the_pool(server):
+    rng = random.Random(0)
+    cached = []
+    for _ in range(5):  # ~450 tokens each: the pool holds two such pins and little else
+        r = httpx.post(server.base_url + "/v1/completions",
+                       json={"prompt": _prompt(rng, 440), "max_tokens": 8, "temperature": 0}, timeout=60)
+        assert r.status_code == 200, r.text
+        cached.append([s["n_cached_tokens"] for s in httpx.get(server.base_url + "/slots", timeout=10).json()])
+    assert sum(1 for n in cached[-1] if n) < 4, f"every slot still pins its request: {cached}"
+    assert any(n > 0 for n in cached[-1]), "the latest request's slot keeps its pin"
+    metrics = httpx.get(server.base_url + "/metrics", timeout=10).text
+    released = [line for line in metrics.splitlines() if line.startswith("anchorage:slot_pins_released_total")]
+    assert released and float(released[0].split()[-1]) >= 1, released
