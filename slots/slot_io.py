@@ -122,9 +122,12 @@ def install(payload: SlotPayload, runner, allocator, window: int | None) -> list
         needs["full"] = n_pages
     if allocator.win is not None:
         needs["window"] = n_pages - win_start // page
-    if not allocator.can_allocate(needs):
-        raise RestoreError(f"no room in the KV pool for {n} restored tokens; raise --kv-cache-tokens "
-                           f"(or --swa-pool-tokens) or erase other slots")
+    # Other slots' pins give way to a restore as they do to a request (oldest first); what running
+    # requests hold does not.
+    while not allocator.can_allocate(needs):
+        if not allocator.release_oldest_hold():
+            raise RestoreError(f"no room in the KV pool for {n} restored tokens beside what running requests "
+                               f"hold; raise --kv-cache-tokens (or --swa-pool-tokens) or retry when they finish")
     full_pages = allocator.allocate_pages("full", needs["full"]) if "full" in needs else []
     window_pages = [None] * (win_start // page)
     if "window" in needs:
