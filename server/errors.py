@@ -35,6 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 logger = logging.getLogger("anchorage.errors")
 
@@ -278,6 +279,13 @@ async def _http_exception_handler(request: Request, exc: StarletteHTTPException)
     ).response()
 
 
+async def _client_gone_handler(request: Request, exc: ClientDisconnect) -> JSONResponse:
+    # The client hung up before its body arrived: nothing failed on our side and no one reads the answer.
+    # Handled here, not by _unexpected_handler (which logs a traceback as a server error).
+    logger.info("client disconnected before its body arrived: %s %s", request.method, request.url.path)
+    return InvalidRequestError("the client disconnected before the request body arrived").response()
+
+
 async def _unexpected_handler(request: Request, exc: Exception) -> JSONResponse:
     # The client learns only that it was our fault; the details stay here.
     logger.error(
@@ -291,4 +299,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(APIError, _api_error_handler)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_handler)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_exception_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(ClientDisconnect, _client_gone_handler)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unexpected_handler)

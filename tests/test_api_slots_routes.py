@@ -11,6 +11,8 @@ directory a 400 -- checked before anything touches the disk.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import socket
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -279,3 +281,18 @@ def test_a_request_naming_a_busy_slot_waits_for_it_and_the_slot_then_holds_its_t
     assert first["usage"]["prompt_tokens"] != second["usage"]["prompt_tokens"]
     # The second ran in slot 0 after the first (it used to run slot-less, leaving the first's tokens there).
     assert _slot(saving, 0)["n_prompt_tokens"] == second["usage"]["prompt_tokens"]
+
+
+def test_a_client_that_hangs_up_mid_body_is_no_server_error(saving, caplog):
+    caplog.set_level(logging.INFO)
+    host, port = saving.base_url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port))) as conn:
+        conn.sendall(b"POST /slots/0?action=save HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"filen")
+        time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any("disconnected" in r.getMessage() for r in caplog.records):
+        time.sleep(0.05)
+    assert any("disconnected before its body arrived" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a hang-up was logged as a server error"
+    assert _action(saving, "0", "erase").status_code == 200, "the slot was left claimed"
