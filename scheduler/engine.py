@@ -13,8 +13,10 @@ so this module stays free of torch; logits pass through it untouched.
 A sequence finishes on EOS or a stop token id (unless ignore_eos), a stop
 string, `max_tokens`, or the context length (`max_model_len`). The terminal
 token id is reported but never detokenized into the text. It ends with an
-error when something fails: a failed forward step ends every sequence in
-flight, a failed sampling only the sequence it was for.
+error when something fails, and only the sequence whose work failed: a failed
+forward step is retried one sequence at a time (`_forward_alone`), so the
+sequences that run alone go on and only one that fails alone ends; a failed
+sampling ends the sequence it was for. Waiting sequences are never touched.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from scheduler.batch_scheduler import BatchScheduler
+from scheduler.batch_scheduler import BatchScheduler, Decision
+from scheduler.forward_batch import ForwardBatch
 from scheduler.detokenizer import IncrementalDetokenizer
 from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent, TokenLogprob
 from scheduler.sampling_params import SamplingParams
@@ -188,21 +191,54 @@ class Engine:
             self._finish(seq, "length", [])
         if decision.empty:
             return
-        logits = self.runner.step(decision.batch)
+        try:
+            logits = self.runner.step(decision.batch)
+            rows = [logits[row:row + 1] for row in range(len(decision.batch.sampled))]  # each [1, vocab]
+        except Exception:
+            self.counters.step_errors += 1
+            log.error("forward step of %d sequences failed; retrying each alone:\n%s", len(decision.seqs),
+                      traceback.format_exc())
+            decision, rows = self._forward_alone(decision)
+            if decision.empty:
+                return
         self.scheduler.after_step(decision)
         self.counters.steps += 1
         sampling = [s for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
         for row, seq in enumerate(sampling):
             # One sequence at a time: a sequence whose sampling fails (a bug its parameters or its grammar
-            # reach) ends with an error alone; the others in the batch go on. logits[row:row + 1]: [1, vocab].
+            # reach) ends with an error alone; the others in the batch go on.
             try:
-                [res] = self.sampler.sample(logits[row:row + 1], [self._live[seq.seq_id].state],
+                [res] = self.sampler.sample(rows[row], [self._live[seq.seq_id].state],
                                             [(seq.prompt_ids, seq.output_ids)])
                 self._accept(seq, res)
             except Exception:
                 self.counters.step_errors += 1
                 log.error("sampling sequence %s failed:\n%s", seq.seq_id, traceback.format_exc())
                 self._fail(seq, "internal error while sampling this request; see server log")
+
+    def _forward_alone(self, decision: Decision) -> tuple[Decision, list]:
+        """Run each chunk of a failed step as a batch of its own; end the sequences whose chunk still fails.
+
+        Why: a batch fails as a whole, and one request's chunk (or a batch too big for memory) should not end
+        every request that shared the step. A chunk only writes KV at its own positions, in pages its
+        sequence alone holds, so running it again overwrites whatever the failed step left there.
+        Returns the step that did run and its logits rows, each [1, vocab], for its sampled chunks in order.
+        """
+        kept, rows = Decision(ForwardBatch(), []), []
+        for seq, chunk in zip(decision.seqs, decision.batch.chunks):
+            try:
+                logits = self.runner.step(ForwardBatch([chunk]))
+            except Exception:
+                self.counters.step_errors += 1
+                log.error("forward step of sequence %s alone failed; ending it:\n%s", seq.seq_id,
+                          traceback.format_exc())
+                self._fail(seq, "internal error in the model's forward step for this request; see server log")
+                continue
+            kept.batch.chunks.append(chunk)
+            kept.seqs.append(seq)
+            if chunk.sample:
+                rows.append(logits[0:1])
+        return kept, rows
 
     def _accept(self, seq: Sequence, res) -> None:
         live = self._live[seq.seq_id]

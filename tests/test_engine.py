@@ -163,3 +163,73 @@ def test_a_failing_end_of_sequence_callback_still_lets_the_final_event_out_and_t
     assert last.finish_reason == "length" and len(tokens) == 4  # the stream ended: no client waits forever
     assert owned(engine) == before
     integrity(engine)
+
+
+class FailingRunner:
+    """The engine's runner, except that a forward step fails whenever `fails(batch)` says so."""
+
+    def __init__(self, real, fails) -> None:
+        self.real, self.fails = real, fails
+
+    def step(self, batch):
+        if self.fails(batch):
+            raise RuntimeError("injected forward failure")
+        return self.real.step(batch)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def _together(engine, requests: dict[str, list[int]], n_tokens: int) -> dict:
+    """Submit every request before reading any, so they share steps; rid -> (tokens, last event)."""
+    streams = {rid: engine.submit(EngineRequest(rid, p, SamplingParams(max_tokens=n_tokens, temperature=0,
+                                                                        ignore_eos=True)))
+               for rid, p in requests.items()}
+    out = {}
+    for rid, stream in streams.items():
+        events = list(stream)
+        out[rid] = ([t for e in events for t in e.token_ids], events[-1])
+    return out
+
+
+def test_a_request_whose_forward_step_fails_ends_alone_and_the_others_finish_as_they_would_alone(engine):
+    poison = 599  # in no prompt of prompts(): only the poisoned request's chunks carry it
+    ps = prompts(4)
+    alone = [run(engine, f"alone-f{i}", p, max_tokens=6, temperature=0, ignore_eos=True)[0] for i, p in enumerate(ps)]
+    before = engine.counters.step_errors
+    engine.runner = FailingRunner(engine.runner, lambda batch: any(poison in c.token_ids for c in batch.chunks))
+    try:
+        got = _together(engine, {**{f"ok{i}": p for i, p in enumerate(ps)}, "poisoned": [poison] + ps[1]}, 6)
+    finally:
+        engine.runner = engine.runner.real
+    tokens, last = got["poisoned"]
+    assert last.finish_reason == "error" and "forward step" in last.error
+    for i in range(4):
+        assert got[f"ok{i}"][1].finish_reason == "length"
+        assert got[f"ok{i}"][0] == alone[i], f"request {i} was hurt by another request's failing forward step"
+    assert engine.counters.step_errors >= before + 2, "the batch failed, then the poisoned sequence alone"
+    assert owned(engine) == 0
+    integrity(engine)
+
+
+def test_a_step_that_fails_once_is_retried_and_every_request_in_it_completes(engine):
+    ps = prompts(3)
+    alone = [run(engine, f"alone-t{i}", p, max_tokens=5, temperature=0, ignore_eos=True)[0] for i, p in enumerate(ps)]
+    failed: list[int] = []
+
+    def once(batch) -> bool:  # the first batch of several sequences fails (say, out of memory), nothing after
+        if len(batch.chunks) > 1 and not failed:
+            failed.append(len(batch.chunks))
+            return True
+        return False
+
+    engine.runner = FailingRunner(engine.runner, once)
+    try:
+        got = _together(engine, {f"t{i}": p for i, p in enumerate(ps)}, 5)
+    finally:
+        engine.runner = engine.runner.real
+    assert failed, "no step ran several sequences at once"
+    for i in range(3):
+        assert got[f"t{i}"] == (alone[i], got[f"t{i}"][1]) and got[f"t{i}"][1].finish_reason == "length"
+    assert owned(engine) == 0
+    integrity(engine)
