@@ -92,13 +92,7 @@ def check_bookkeeping(pool: KVPool, cache: PrefixCache, holders: Iterable[Sequen
             cached["full"][n.full_page] += 1
         if n.window_page is not None:
             cached["window"][n.window_page] += 1
-    for hold in holds:
-        for p in hold.full_pages:
-            held["full"][p] += 1
-        for p in hold.window_pages:
-            if p is not None:
-                held["window"][p] += 1
-    for seq in holders:
+    for seq in [*holders, *holds]:  # a hold's Match has page tables of the same shape
         for p in seq.full_pages:
             held["full"][p] += 1
         for p in seq.window_pages:
