@@ -6,7 +6,8 @@ Policy (continuous batching, vLLM-style):
    budget (`max_batched_tokens`), so a long prompt is spread over steps and
    decodes of others keep flowing (chunked prefill, mixed with decode).
 2. If a running sequence cannot get its next page, slot pins give way first
-   (oldest first, `PageAllocator.release_oldest_hold`); then the most recently admitted
+   when that makes the room (oldest first, `PageAllocator.release_holds_for`);
+   otherwise the most recently admitted
    running sequence is preempted by recompute: its computed pages go into the
    prefix cache, its references are dropped, and it returns to the head of
    the waiting queue. Preemption never deadlocks: the victim is always a
@@ -59,7 +60,6 @@ class Decision:
 @dataclass
 class SchedulerCounters:
     preemptions: int = 0
-    pins_released: int = 0  # slot pins given up because a sequence needed their pages
     anchors_set: int = 0
     anchors_dropped: int = 0
     window_pages_released: int = 0
@@ -139,9 +139,7 @@ class BatchScheduler:
                 continue
             n = 1 if seq.is_decoding else min(seq.remaining, budget)
             end = seq.num_computed + n
-            while not self.alloc.can_allocate(self.alloc.needs(seq, end)):
-                if self._release_pin():
-                    continue
+            while self.alloc.release_holds_for(self.alloc.needs(seq, end)) is None:
                 victims = [s for s in self.running if s.seq_id not in scheduled]
                 victim = victims[-1]
                 if victim is seq and len(self.running) == 1:
@@ -162,11 +160,6 @@ class BatchScheduler:
             self._admit(decision, budget)
         return decision
 
-    def _release_pin(self) -> bool:
-        released = self.alloc.release_oldest_hold()
-        self.counters.pins_released += released
-        return released
-
     def _leader_ready(self, seq: Sequence) -> bool:
         lead = seq.leader
         return lead is None or lead.prompt_cached or lead.status is SeqStatus.FINISHED
@@ -181,10 +174,9 @@ class BatchScheduler:
             self.alloc.adopt(seq, match)
             n = min(seq.remaining, budget)
             end = seq.num_computed + n
-            while not self.alloc.can_allocate(self.alloc.needs(seq, end)):
-                if not self._release_pin():
-                    self.alloc.free(seq)
-                    return  # FCFS: the head of the queue waits for room that running sequences will free
+            if self.alloc.release_holds_for(self.alloc.needs(seq, end)) is None:
+                self.alloc.free(seq)
+                return  # FCFS: the head of the queue waits for room that running sequences will free
             self.alloc.allocate(seq, end)
             if seq.num_cached_prompt < 0:
                 seq.num_cached_prompt = min(match.tokens, len(seq.prompt_ids))

@@ -9,8 +9,9 @@ is soft and never blocks a running sequence.
 
 Holds (`hold_cached`, a slot's pin) are soft too: references that keep a
 cached span from eviction, but which give way, oldest first
-(`release_oldest_hold`), when a sequence needs the pages -- otherwise idle
-slots could pin the pool and a request would wait for room nothing frees.
+(`release_holds_for`), when a sequence or a restore needs the pages and
+releasing them makes the room -- otherwise idle slots could pin the pool and a
+request would wait for room nothing frees.
 
 Page tables: `full_pages[i]` backs positions `[i*page, (i+1)*page)` of the
 full-attention layers; `window_pages[i]` the same span of the windowed layers,
@@ -36,6 +37,7 @@ class PageAllocator:
         # Live holds by id, oldest first (dicts keep insertion order), each with what to call when
         # pressure releases it. A hold is in here exactly while its references are taken.
         self._holds: dict[int, tuple[Match, Callable[[], None] | None]] = {}
+        self.holds_released = 0  # holds given up so that something else fitted (a metric)
 
     # -- sizing --------------------------------------------------------------------
     def needs(self, seq: Sequence, new_end: int) -> dict[str, int]:
@@ -133,16 +135,13 @@ class PageAllocator:
     def hold_cached(self, tokens: list[int], on_release: Callable[[], None] | None = None) -> Match:
         """Take references on every cached page on the path of `tokens` (a slot's pin).
 
-        The hold lasts until `drop_hold`, or until a sequence needs the pages (`release_oldest_hold`),
+        The hold lasts until `drop_hold`, or until a sequence needs the pages (`release_holds_for`),
         which then calls `on_release` so the holder knows it holds nothing any more.
         """
         held = self.cache.path_pages(tokens)
-        for p in held.full_pages:
-            self.full.incref(p)
-        for p in held.window_pages:
-            if p is not None:
-                self.win.incref(p)
-        self._holds[id(held)] = (held, on_release)
+        self._reference(held)
+        if held.full_pages or any(p is not None for p in held.window_pages):
+            self._holds[id(held)] = (held, on_release)  # a hold of nothing has nothing to give way
         return held
 
     def drop_hold(self, held: Match) -> None:
@@ -150,23 +149,47 @@ class PageAllocator:
         if self._holds.pop(id(held), None) is not None:
             self._unreference(held)
 
-    def release_oldest_hold(self) -> bool:
-        """Drop the oldest hold so its pages become evictable cache; False when there is none.
+    def release_holds_for(self, needs: dict[str, int]) -> int | None:
+        """Release the oldest holds until `needs` can be allocated; how many went (0: it fitted already),
+        or None -- and nothing released -- when even releasing every hold would not make room.
 
-        Called by the scheduler before it preempts a sequence or leaves one waiting for room: a pin
-        is a cache of an idle conversation, and a live request comes first.
+        Called before a sequence is preempted or left waiting, and before a restore refuses: a pin is a
+        cache of an idle conversation, and live work comes first; but a pin is never given up for
+        nothing, only when that makes the room.
         """
-        if not self._holds:
-            return False
-        held, on_release = self._holds.pop(next(iter(self._holds)))
-        self._unreference(held)
-        if on_release is not None:
-            on_release()
-        return True
+        if self.can_allocate(needs):
+            return 0
+        holds = self.live_holds()
+        # Would it be enough? Asked of can_allocate itself, with the holds' references taken off for a
+        # moment: a held page stays a cache node (the cache evicts only pages it alone holds), so this
+        # round trip changes nothing.
+        for held in holds:
+            self._unreference(held)
+        enough = self.can_allocate(needs)
+        for held in holds:
+            self._reference(held)
+        if not enough:
+            return None
+        released = 0
+        while not self.can_allocate(needs):
+            held, on_release = self._holds.pop(next(iter(self._holds)))
+            self._unreference(held)
+            released += 1
+            if on_release is not None:
+                on_release()
+        self.holds_released += released
+        return released
 
     def live_holds(self) -> list[Match]:
-        """The holds whose references are taken, oldest first (for bookkeeping checks)."""
+        """The holds whose references are taken, oldest first."""
         return [held for held, _ in self._holds.values()]
+
+    def _reference(self, held: Match) -> None:
+        for p in held.full_pages:
+            self.full.incref(p)
+        for p in held.window_pages:
+            if p is not None:
+                self.win.incref(p)
 
     def _unreference(self, held: Match) -> None:
         for p in held.full_pages:

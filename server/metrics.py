@@ -32,8 +32,8 @@ class EngineCollector:
         yield _counter("engine_step_errors_total", "Forward steps and sequence samplings that failed", c.step_errors)
         yield _counter("prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache", s.cache_hit_tokens)
         yield _counter("preemptions_total", "Sequences preempted by recompute", s.preemptions)
-        yield _counter("slot_pins_released_total", "Slot pins given up because a request needed their pages",
-                       s.pins_released)
+        yield _counter("slot_pins_released_total", "Slot pins given up to make room for a request or a restore",
+                       engine.scheduler.alloc.holds_released)
         yield _counter("anchors_set_total", "Tool-call anchors set", s.anchors_set)
         yield _counter("anchors_dropped_total", "Anchors dropped after the cursor drifted", s.anchors_dropped)
         yield _counter("anchor_reused_tokens_total", "Prompt tokens reused at or beyond a previous turn's anchor",

@@ -122,12 +122,11 @@ def install(payload: SlotPayload, runner, allocator, window: int | None) -> list
         needs["full"] = n_pages
     if allocator.win is not None:
         needs["window"] = n_pages - win_start // page
-    # Other slots' pins give way to a restore as they do to a request (oldest first); what running
-    # requests hold does not.
-    while not allocator.can_allocate(needs):
-        if not allocator.release_oldest_hold():
-            raise RestoreError(f"no room in the KV pool for {n} restored tokens beside what running requests "
-                               f"hold; raise --kv-cache-tokens (or --swa-pool-tokens) or retry when they finish")
+    # Other slots' pins give way to a restore as they do to a request (oldest first, and only if that
+    # makes the room); what running requests hold does not.
+    if allocator.release_holds_for(needs) is None:
+        raise RestoreError(f"no room in the KV pool for {n} restored tokens beside what running requests "
+                           f"hold; raise --kv-cache-tokens (or --swa-pool-tokens) or retry when they finish")
     full_pages = allocator.allocate_pages("full", needs["full"]) if "full" in needs else []
     window_pages = [None] * (win_start // page)
     if "window" in needs:

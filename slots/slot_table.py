@@ -35,6 +35,7 @@ class Slot:
     n_prompt_tokens: int = 0
     n_generated: int = 0
     next_token: int | None = None
+    gave_way: int = 0  # tokens of the pin the pool took back for other work (0: it did not), until the next pin
 
 
 class SlotTable:
@@ -90,10 +91,12 @@ class SlotTable:
     def _released(self, slot: Slot, held) -> None:
         """The allocator gave this pin's pages to a running request: the slot holds nothing now."""
         if slot.hold is held:
+            slot.gave_way = len(slot.tokens)
             slot.hold, slot.tokens = None, []
 
     def unpin(self, slot: Slot) -> int:
         n = len(slot.tokens)
+        slot.gave_way = 0
         if slot.hold is not None:
             self.alloc.drop_hold(slot.hold)
         slot.hold, slot.tokens = None, []

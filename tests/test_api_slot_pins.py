@@ -56,10 +56,21 @@ def test_a_restore_makes_room_by_releasing_other_slots_pins(server):
     _complete(server, _prompt(rng, 440), id_slot=0)
     saved = httpx.post(server.base_url + "/slots/0?action=save", json={"filename": "big.fslot"}, timeout=60)
     assert saved.status_code == 200, saved.text
-    for slot in (1, 2):  # two more pins of ~450 tokens: with slot 0's, more than the pool has beside them
+    for slot in (1, 2):  # two more pins of ~450 tokens: the pool (64 pages) cannot also take a 28-page restore
         _complete(server, _prompt(rng, 440), id_slot=slot)
     assert _cached(server)[1] and _cached(server)[2]
     restored = httpx.post(server.base_url + "/slots/3?action=restore", json={"filename": "big.fslot"}, timeout=60)
     assert restored.status_code == 200, restored.text
     after = _cached(server)
     assert after[3] == saved.json()["n_saved"] // 16 * 16 and after[2], after
+
+
+def test_saving_a_slot_whose_pin_gave_way_says_so(server):
+    rng = random.Random(2)
+    for slot in (0, 1, 2):  # slot 0's pin is the oldest when slot 2's request needs room
+        _complete(server, _prompt(rng, 440), id_slot=slot)
+    assert _cached(server)[0] == 0
+    r = httpx.post(server.base_url + "/slots/0?action=save", json={"filename": "gone.fslot"}, timeout=60)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "id_slot" and "gave up its cached KV" in err["message"], err

@@ -9,6 +9,7 @@ every other request.
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -30,6 +31,8 @@ def _tokenize(server, **body) -> list:
     r = httpx.post(server.base_url + "/tokenize", json=body, timeout=30)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/json")
+    # Written as FastAPI's JSONResponse writes: compact, non-ASCII as itself.
+    assert r.content == json.dumps(r.json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return TokenizeResponse.model_validate(r.json()).model_dump(mode="json")["tokens"]
 
 

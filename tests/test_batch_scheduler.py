@@ -419,7 +419,7 @@ def test_an_idle_slots_pin_gives_way_to_a_request_that_needs_its_pages():
     _pin(sim, a, released, "a")  # 8 of the 10 pages
     (b,) = sim.submit(toks(24, 100), 4)  # 7 pages: only if the pin lets go
     sim.run()  # before pins gave way, b waited for room nothing would ever free
-    assert released == ["a"] and sim.sched.counters.pins_released == 1
+    assert released == ["a"] and sim.alloc.holds_released == 1
     assert sim.alloc.live_holds() == []
     assert_completed(sim, [a, b])
 
@@ -465,6 +465,33 @@ def test_a_running_sequence_takes_a_pins_pages_before_anyone_is_preempted():
     sim.run()
     assert released == ["a"] and sim.sched.counters.preemptions == 0
     assert_completed(sim, [a, b, c])
+
+
+
+def test_the_head_of_the_queue_keeps_the_pins_when_releasing_them_would_not_make_room():
+    sim = Sim(full_pages=12, max_batched_tokens=64)
+    (a,) = sim.submit(toks(8), 5)
+    sim.run()
+    released: list[str] = []
+    _pin(sim, a, released, "a")  # 2 pages
+    (b,) = sim.submit(toks(24, 100), 6)  # 6 pages, 8 by its end
+    sim.step()
+    (c,) = sim.submit(toks(24, 200), 4)  # 7 pages: only once b is done, pin or no pin
+    while not b.finished:
+        sim.step()
+        assert c.status is SeqStatus.WAITING or b.finished
+    sim.run()
+    assert released == [] and sim.alloc.holds_released == 0, "a pin was given up for nothing"
+    sim.alloc.drop_hold(sim.alloc.live_holds()[0])
+    assert_completed(sim, [a, b, c])
+
+
+def test_a_pin_of_no_pages_is_not_a_hold():
+    sim = Sim(full_pages=8)
+    held = sim.alloc.hold_cached(toks(3))  # shorter than a page: nothing cached on its path
+    assert held.tokens == 0 and sim.alloc.live_holds() == []
+    sim.alloc.drop_hold(held)
+    sim.pool.check_integrity()
 
 
 def random_workload(seed: int) -> None:

@@ -115,6 +115,10 @@ async def _save(state, slot, path):
     t0 = time.perf_counter()
     page = state.info.page_size
     payload = await asyncio.wrap_future(state.engine.call(lambda _: snapshot(slot, state.runner, page)))
+    if payload is None and slot.gave_way:
+        raise InvalidRequestError(f"slot {slot.id} gave up its cached KV ({slot.gave_way} tokens) to make room for "
+                                  "other requests; run its request again and save it then, or raise "
+                                  "--kv-cache-tokens so slots keep their KV", param="id_slot")
     if payload is None:
         raise InvalidRequestError(f"slot {slot.id} holds no cached tokens: a slot keeps whole pages ({page} tokens) "
                                   "of its last request, so run a request of at least that length in it first",
