@@ -240,6 +240,24 @@ def test_a_batch_of_prompts_answers_each_prompt_n_times_in_openais_order(client,
     assert chunks[-1].usage.completion_tokens == batch.usage.completion_tokens
 
 
+
+def test_echo_puts_each_prompts_text_before_its_choices_whole_and_streamed(client, model, server, no_eos):
+    prompts = ["Once upon a time", "The weather in Paris"]
+    args = dict(model=model, max_tokens=4, temperature=0, logit_bias=no_eos)
+    plain = client.completions.create(prompt=prompts, n=2, **args)
+    echoed = client.completions.create(prompt=prompts, n=2, echo=True, **args)
+    assert [c.text for c in echoed.choices] == [prompts[c.index // 2] + c.text for c in plain.choices]
+    assert echoed.usage == plain.usage
+
+    by_ids = client.completions.create(prompt=server.tokenize(prompts[0]), echo=True, **args)
+    assert by_ids.choices[0].text == echoed.choices[0].text, "an id prompt echoes as its decoded text"
+
+    texts: dict[int, str] = {}
+    for chunk in client.completions.create(prompt=prompts, n=2, echo=True, stream=True, **args):
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+    assert texts == {c.index: c.text for c in echoed.choices}
+
 def test_a_batch_with_a_prompt_past_the_context_is_refused_naming_that_prompt(server):
     too_long = list(range(3, 3 + server.state.info.max_model_len + 1))
     r = httpx.post(server.base_url + "/v1/completions", timeout=60,

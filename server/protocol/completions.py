@@ -7,7 +7,8 @@ prompts answers P x n choices, choice `p * n + i` being prompt p's i-th (the
 OpenAI convention). The bounds: 128 prompts, 128 choices, and a named
 `id_slot` only with one prompt (a slot holds one prompt's tokens).
 
-Refused by name rather than half-done: `echo: true` (echo with `logprobs`
+`echo: true` puts each prompt's text before its choices' text, as OpenAI and
+vLLM do. Refused by name rather than half-done: `echo` with `logprobs` (that
 needs prompt logprobs, which the engine does not compute), `suffix`
 (fill-in-the-middle needs a template the checkpoint may not have), `best_of`
 other than 1. `logprobs` is OpenAI's legacy integer 0..5.
@@ -98,8 +99,9 @@ class CompletionRequest(SamplingFields):
 
     @model_validator(mode="after")
     def _refused_features(self) -> CompletionRequest:
-        if self.echo:
-            raise field_error("echo", "echo is not supported: the engine does not compute prompt logprobs")
+        if self.echo and self.logprobs is not None:
+            raise field_error("echo", "echo with logprobs is not supported: the engine does not compute prompt "
+                              "logprobs; drop one of them")
         if self.suffix:
             raise field_error("suffix", "suffix (fill-in-the-middle) is not supported")
         if self.best_of not in (None, 1):

@@ -3,7 +3,8 @@
 No chat template and no output parsing: the text is the model's, minus any
 stop string. The prompt may be token ids (vLLM and llama.cpp accept them), so
 an agent that keeps the ids a previous response returned (`return_token_ids`)
-can send them back and hit the prefix cache exactly.
+can send them back and hit the prefix cache exactly. With `echo` each choice's
+text starts with its prompt's text (in a stream, on the choice's first chunk).
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ def _prompt(prompt: str | list[int], tokenizer) -> tuple[str, list[int]]:
     return tokenizer.decode(prompt, skip_special_tokens=False), list(prompt)
 
 
-def _prepare(req: CompletionRequest, state) -> list[tuple[list[int], SamplingParams]]:
-    """Each prompt's ids and engine parameters: every tokenizer call a request makes, on a tokenizer thread.
-    Any prompt that fails fails the request, before anything is submitted."""
+def _prepare(req: CompletionRequest, state) -> list[tuple[str, list[int], SamplingParams]]:
+    """Each prompt's text, ids and engine parameters: every tokenizer call a request makes, on a tokenizer
+    thread. Any prompt that fails fails the request, before anything is submitted."""
     out = []
     for p, prompt in enumerate(req.prompt):
         text, ids = _prompt(prompt, state.tokenizer)
         field = "prompt" if len(req.prompt) == 1 else f"prompt.{p}"
-        out.append((ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs, field=field)))
+        out.append((text, ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs, field=field)))
     return out
 
 
@@ -59,14 +60,15 @@ async def completions(req: CompletionRequest, http_request: Request):
     prepared = await off_loop(_prepare, req, state)
     streams = []
     try:
-        for ids, params in prepared:
+        for _, ids, params in prepared:
             streams.append(await submit(state, ids, params, req.id_slot))
     except BaseException:
         _abort(state, streams)
         raise
-    prompts = [ids for ids, _ in prepared]
+    prompts = [ids for _, ids, _ in prepared]
+    echoed = [text if req.echo else "" for text, _, _ in prepared]  # what each prompt's choices start with
     if req.stream:
-        body = _stream(state, req, streams, prompts)
+        body = _stream(state, req, streams, prompts, echoed)
         for stream in streams:
             body = streaming_body(state, stream, body)
         return StreamingResponse(body, media_type="text/event-stream",
@@ -77,7 +79,7 @@ async def completions(req: CompletionRequest, http_request: Request):
     finally:
         _abort(state, streams)  # a no-op for finished requests; frees the rest if one failed
     out = [CompletionChoice(
-        index=p * req.n + c.index, text=c.text,
+        index=p * req.n + c.index, text=echoed[p] + c.text,
         finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
         logprobs=completion_logprobs(state, c.logprobs) if req.logprobs is not None else None,
         token_ids=c.token_ids if req.return_token_ids else None,
@@ -129,7 +131,7 @@ async def _merged(streams):
             task.cancel()
 
 
-async def _stream(state, req: CompletionRequest, streams, prompts):
+async def _stream(state, req: CompletionRequest, streams, prompts, echoed):
     cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
     n = req.n
     choices = len(prompts) * n  # choice p * n + i is prompt p's i-th
@@ -149,13 +151,13 @@ async def _stream(state, req: CompletionRequest, streams, prompts):
             if ev.finish_reason is not None:
                 reason = ev.finish_reason if ev.finish_reason in ("stop", "length") else "stop"
                 first_stats[p] = ev.stats if ev.index == 0 else first_stats[p]
-            # return_token_ids: the prompt's ids ride on each choice's first chunk, as vLLM sends them.
-            first = req.return_token_ids and not prompt_sent[g]
-            if first:
-                prompt_sent[g] = True
-            choice = CompletionChoice(index=g, text=ev.text, finish_reason=reason, logprobs=lp,
-                                      token_ids=ev.token_ids if req.return_token_ids else None,
-                                      prompt_token_ids=prompts[p] if first else None)
+            # The prompt's ids (return_token_ids) and its echoed text ride on each choice's first chunk, as
+            # vLLM sends them.
+            first = not prompt_sent[g]
+            prompt_sent[g] = True
+            choice = CompletionChoice(index=g, text=echoed[p] + ev.text if first else ev.text, finish_reason=reason,
+                                      logprobs=lp, token_ids=ev.token_ids if req.return_token_ids else None,
+                                      prompt_token_ids=prompts[p] if first and req.return_token_ids else None)
             running = Usage.running(len(prompts[p]), by_choice[g]) if continuous else None
             yield event(CompletionChunk(id=cid, created=created, model=model, choices=[choice], usage=running,
                                         timings=timings_of(ev.stats) if reason else None))
