@@ -130,6 +130,34 @@ def _parameters(function: dict) -> dict:
     return parameters
 
 
+# Keywords whose values are data, not schemas: a "$ref" inside them is not a reference.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _rebased(schema, root: str):
+    """`schema` with its local references (`#`, `#/$defs/X`, `#/definitions/X`, ...) pointing into `root`,
+    the JSON pointer where it now sits inside a larger schema.
+
+    Why: a tool's parameters are written for their own root -- pydantic (and so the openai SDK's
+    `pydantic_function_tool`) puts nested models and enums in `$defs` and refers to them as
+    `#/$defs/X`. Moved into a call object, those pointers would name nothing, and the grammar engine
+    refused the whole schema, which left the calls unconstrained.
+    """
+    if isinstance(schema, list):
+        return [_rebased(item, root) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str) and (value == "#" or value.startswith("#/")):
+            out[key] = root + value[1:]
+        elif key in _DATA_KEYWORDS:
+            out[key] = value
+        else:
+            out[key] = _rebased(value, root)
+    return out
+
+
 # The separators json.dumps and the templates' tojson write, and no other whitespace: a model
 # trained on rendered calls writes exactly these, and a random or confused one cannot wander
 # off into tabs and newlines between keys.
@@ -150,7 +178,8 @@ def call_object_schema(tools: Sequence[dict], call_id: bool = False, args_key: s
         function = tool["function"]
         # llguidance keeps the properties in this order: an optional "type" can only come first.
         properties = {"type": {"const": "function"}} if llama else {}
-        properties |= {"name": {"const": function["name"]}, args_key: _parameters(function)}
+        where = f"#/anyOf/{len(alternatives)}/properties/{args_key}"
+        properties |= {"name": {"const": function["name"]}, args_key: _rebased(_parameters(function), where)}
         if call_id:
             properties["id"] = {"type": "string", "pattern": "^[A-Za-z0-9]{9}$"}
         alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", args_key],

@@ -166,6 +166,30 @@ def test_a_schema_the_engine_cannot_compile_is_reported_not_raised(vocabulary):
     assert vocabulary.grammars.error(hermes_call_grammar(TOOLS, vocabulary.closer)) is None
 
 
+
+# What the openai SDK's pydantic_function_tool writes for a model with a nested model and an enum: both
+# in "$defs", referred to from the parameters' own root -- and a recursive "#" for good measure.
+NESTED = [{"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+    "$defs": {"Units": {"enum": ["c", "f"], "type": "string"},
+              "Where": {"type": "object", "additionalProperties": False, "required": ["city"],
+                        "properties": {"city": {"type": "string"}}}},
+    "type": "object", "additionalProperties": False, "required": ["where", "units"],
+    "properties": {"where": {"$ref": "#/$defs/Where"}, "units": {"$ref": "#/$defs/Units"},
+                   "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}], "default": None}}}}}]
+
+
+def test_parameters_with_defs_and_references_compile_and_constrain_inside_the_call(tokenizer, vocabulary):
+    for tools in (NESTED, NESTED + TOOLS, TOOLS + NESTED):  # the parameters' place among the alternatives varies
+        assert vocabulary.grammars.error(hermes_call_grammar(tools, vocabulary.closer)) is None
+    grammar = _grammar(vocabulary, TOOLS + NESTED)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "get_weather", "arguments": {"where": {"city": "Oslo"}, "units": "'))
+    texts = {tokenizer.decode([t]) for t in _allowed(grammar)}
+    assert texts and all(text[:1] in "cf" for text in texts), texts  # the enum behind "#/$defs/Units"
+    _feed(grammar, _ids(tokenizer, 'c", "next": {"where": {"city": "Lima"}, "units": "f", "next": null}}}\n'))
+    assert vocabulary.closer in _allowed(grammar)
+
+
 def test_only_known_formats_with_single_token_markers_get_a_grammar(tokenizer):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
     readable = grammar_vocabulary(tokenizer, len(tokenizer), [2])
@@ -431,3 +455,9 @@ def test_a_json_answer_turn_on_a_llama_checkpoint_calls_after_the_python_tag(lla
     assert matcher.is_accepting()
     with pytest.raises(ValueError, match="opener"):
         call_blocks(TOOLS, _llama_vocabulary(llama_tokenizer, opener=False))
+
+
+def test_parameters_with_defs_compile_in_the_mistral_and_llama_call_grammars(mistral_tokenizer, llama_tokenizer):
+    for vocabulary in (_mistral_vocabulary(mistral_tokenizer), _llama_vocabulary(llama_tokenizer)):
+        for single in (False, True):
+            assert vocabulary.grammars.error(call_grammar(TOOLS + NESTED, vocabulary, single)) is None
