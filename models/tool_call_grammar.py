@@ -130,32 +130,20 @@ def _parameters(function: dict) -> dict:
     return parameters
 
 
-# Keywords whose values are data, not schemas: a "$ref" inside them is not a reference.
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+def _own_resource(parameters: dict, index: int) -> dict:
+    """`parameters` as a schema resource of its own (an `$id`, unless it has one), so that its local
+    references (`#`, `#/$defs/X`, `#/definitions/X`) keep resolving against it when it sits inside a
+    call object's schema.
 
-
-def _rebased(schema, root: str):
-    """`schema` with its local references (`#`, `#/$defs/X`, `#/definitions/X`, ...) pointing into `root`,
-    the JSON pointer where it now sits inside a larger schema.
-
-    Why: a tool's parameters are written for their own root -- pydantic (and so the openai SDK's
-    `pydantic_function_tool`) puts nested models and enums in `$defs` and refers to them as
-    `#/$defs/X`. Moved into a call object, those pointers would name nothing, and the grammar engine
-    refused the whole schema, which left the calls unconstrained.
+    Why: pydantic (and so the openai SDK's `pydantic_function_tool`) puts nested models and enums in
+    `$defs` and refers to them as `#/$defs/X`. Moved into a call object without an `$id`, those pointers
+    resolved against the call schema's root and named nothing: the grammar engine refused the whole
+    schema, which left the calls unconstrained. (Rewriting the pointers instead has to tell schema
+    keywords from property names, and breaks on parameters that declare an `$id` of their own.)
     """
-    if isinstance(schema, list):
-        return [_rebased(item, root) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for key, value in schema.items():
-        if key == "$ref" and isinstance(value, str) and (value == "#" or value.startswith("#/")):
-            out[key] = root + value[1:]
-        elif key in _DATA_KEYWORDS:
-            out[key] = value
-        else:
-            out[key] = _rebased(value, root)
-    return out
+    if "$id" in parameters:
+        return parameters
+    return {"$id": f"urn:anchorage:tool:{index}", **parameters}
 
 
 # The separators json.dumps and the templates' tojson write, and no other whitespace: a model
@@ -178,8 +166,8 @@ def call_object_schema(tools: Sequence[dict], call_id: bool = False, args_key: s
         function = tool["function"]
         # llguidance keeps the properties in this order: an optional "type" can only come first.
         properties = {"type": {"const": "function"}} if llama else {}
-        where = f"#/anyOf/{len(alternatives)}/properties/{args_key}"
-        properties |= {"name": {"const": function["name"]}, args_key: _rebased(_parameters(function), where)}
+        properties |= {"name": {"const": function["name"]},
+                       args_key: _own_resource(_parameters(function), len(alternatives))}
         if call_id:
             properties["id"] = {"type": "string", "pattern": "^[A-Za-z0-9]{9}$"}
         alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", args_key],

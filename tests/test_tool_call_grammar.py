@@ -176,10 +176,17 @@ NESTED = [{"type": "function", "function": {"name": "get_weather", "strict": Tru
     "type": "object", "additionalProperties": False, "required": ["where", "units"],
     "properties": {"where": {"$ref": "#/$defs/Where"}, "units": {"$ref": "#/$defs/Units"},
                    "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}], "default": None}}}}}]
+# Property and definition names that are also keywords, and parameters with an $id of their own.
+KEYWORD_NAMES = [{"type": "function", "function": {"name": "set_default", "parameters": {
+    "$defs": {"const": {"enum": ["c", "f"]}}, "type": "object", "required": ["default"],
+    "properties": {"default": {"$ref": "#/$defs/const"}}}}},
+    {"type": "function", "function": {"name": "with_id", "parameters": {
+        "$id": "https://example.com/with_id", "$defs": {"U": {"enum": ["c", "f"]}}, "type": "object",
+        "properties": {"u": {"$ref": "#/$defs/U"}}}}}]
 
 
 def test_parameters_with_defs_and_references_compile_and_constrain_inside_the_call(tokenizer, vocabulary):
-    for tools in (NESTED, NESTED + TOOLS, TOOLS + NESTED):  # the parameters' place among the alternatives varies
+    for tools in (NESTED, NESTED + TOOLS, TOOLS + NESTED, KEYWORD_NAMES + NESTED):  # places among the alternatives
         assert vocabulary.grammars.error(hermes_call_grammar(tools, vocabulary.closer)) is None
     grammar = _grammar(vocabulary, TOOLS + NESTED)
     grammar.accept(vocabulary.opener)
@@ -188,6 +195,12 @@ def test_parameters_with_defs_and_references_compile_and_constrain_inside_the_ca
     assert texts and all(text[:1] in "cf" for text in texts), texts  # the enum behind "#/$defs/Units"
     _feed(grammar, _ids(tokenizer, 'c", "next": {"where": {"city": "Lima"}, "units": "f", "next": null}}}\n'))
     assert vocabulary.closer in _allowed(grammar)
+
+    named = _grammar(vocabulary, KEYWORD_NAMES)
+    named.accept(vocabulary.opener)
+    _feed(named, _ids(tokenizer, '\n{"name": "set_default", "arguments": {"default": "'))
+    texts = {tokenizer.decode([t]) for t in _allowed(named)}
+    assert texts and all(text[:1] in "cf" for text in texts), texts
 
 
 def test_only_known_formats_with_single_token_markers_get_a_grammar(tokenizer):
