@@ -196,8 +196,13 @@ class Engine:
             rows = [logits[row:row + 1] for row in range(len(decision.batch.sampled))]  # each [1, vocab]
         except Exception:
             self.counters.step_errors += 1
-            log.error("forward step of %d sequences failed; retrying each alone:\n%s", len(decision.seqs),
-                      traceback.format_exc())
+            alone = len(decision.seqs) == 1
+            log.error("forward step of %d sequence(s) failed%s:\n%s", len(decision.seqs),
+                      "" if alone else "; retrying each alone", traceback.format_exc())
+            if alone:  # nothing to tell apart: it failed alone already
+                self._fail(decision.seqs[0], "internal error in the model's forward step for this request; "
+                                             "see server log")
+                return
             decision, rows = self._forward_alone(decision)
             if decision.empty:
                 return
