@@ -88,6 +88,13 @@ def _budget(cfg: dict) -> str:
             f"counting {cfg['drill_cost']} of one, has run)")
 
 
+def _ranks(cfg: dict) -> str:
+    workers = cfg.get("workers", 1)
+    if workers <= 1:
+        return ""
+    return f" ({workers} data-parallel processes, each taking a share of every batch's rows)"
+
+
 def write(out: Path) -> None:
     tr = _load(out / "training.json") or {}
     ev = _load(out / "evaluation.json")
@@ -143,7 +150,7 @@ numbers, until its loss fell under {cfg.get('drill_loss')}. Then {_agent_steps(t
 composed from parts, `corpus_composed.py`, so that no list of phrasings can be learnt by heart; most name
 made-up cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}. Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
-then cosine), fp32 on {cfg.get('threads')} CPU threads with deterministic algorithms. The saved weights
+then cosine), fp32 on {cfg.get('threads')} CPU threads{_ranks(cfg)} with deterministic algorithms. The saved weights
 are an exponential average (decay {cfg.get('ema')}) over the agent steps after the first
 {cfg.get('ema_from', 0):.0%}, cast to bf16.
 Final training loss {tr.get('final_loss', 0):.4f}. Wall time {tr.get('wall_seconds', 0) / 60:.1f} min

@@ -16,7 +16,10 @@ exists for. The run is a fixed number of steps (not "until time is up") so the
 same seed gives the same weights on any machine; `--minutes` is only a
 guard that stops early and says so in the model card. Loss is on assistant
 tokens only (dataset.py), and the rows of a batch share the system turn,
-computed once (dataset.py explains why).
+computed once (dataset.py explains why). The step runs on `workers` processes of
+one thread each, every one taking a share of the batch's rows (data_parallel.py:
+at this size that beats one process on both threads); the step is the same
+either way, up to float rounding.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from models.demo import banded_attention, corpus, dataset, model_card, render, tokenizer_build, tools, units
+from models.demo import (banded_attention, corpus, data_parallel, dataset, model_card, render, tokenizer_build, tools,
+                         units)
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
@@ -48,11 +52,13 @@ from models.demo import banded_attention, corpus, dataset, model_card, render, t
 # difference's second turn is 115-155 tokens away; the full last layer reaches it, but has not yet
 # learnt to use it (4 of 23). budget: 1,800 ran 1,187 s on an hour when this machine took 0.56 s a
 # step; 2,100 ran 1,234 s there, past the 20-minute guard (models/demo/README.md has the runs).
+# threads / workers: the cores, and the data-parallel processes sharing them (data_parallel.py: at
+# this size two one-thread processes outrun one two-thread process).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=1800, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
-                tokenizer_corpus=4000, threads=2)
+                tokenizer_corpus=4000, threads=2, workers=2)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -227,11 +233,15 @@ def _hidden(model: Qwen3ForCausalLM, batch: dataset.Batch) -> torch.Tensor:
     return model.model(input_ids=batch.ids, cache=cache, use_cache=cache is not None).last_hidden_state
 
 
-def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch) -> torch.Tensor:
+def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch, over: int | None = None) -> torch.Tensor:
+    """Mean token loss of `batch`; with `over`, its summed token loss divided by `over` (a data-parallel
+    rank's share of the whole batch's mean, data_parallel.py)."""
     hidden = _hidden(model, batch)
     trained = batch.labels != dataset.IGNORE
     logits = model.lm_head(hidden[trained])  # [trained tokens, vocab]: the head only where there is a loss
-    return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
+    if over is None:
+        return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
+    return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained], reduction="sum") / over
 
 
 def _held_out_call_match(model: Qwen3ForCausalLM, batches: list[dataset.Batch], open_id: int, close_id: int
@@ -259,7 +269,9 @@ def _held_out_call_match(model: Qwen3ForCausalLM, batches: list[dataset.Batch], 
 def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     cfg = {**DEFAULTS, **overrides}
     started = time.time()
-    torch.set_num_threads(cfg["threads"])
+    # Each rank runs on threads // workers threads; so does the preparation, so that no OpenMP threads
+    # exist when the ranks are forked (data_parallel.run).
+    torch.set_num_threads(max(1, cfg["threads"] // cfg["workers"]))
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(seed)
     random.seed(seed)
@@ -287,90 +299,138 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     params = sum(p.numel() for p in model.parameters())
     prepared = time.time()
     print(f"{len(convs)} conversations, {len(batches)} batches, vocab {len(tokenizer)}, {params:,} parameters, "
-          f"data ready in {prepared - started:.0f}s", flush=True)
+          f"data ready in {prepared - started:.0f}s, {cfg['workers']} rank(s)", flush=True)
 
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optim = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
-                               {"params": no_decay, "weight_decay": 0.0}], lr=cfg["lr"], betas=(0.9, 0.95))
-    model.train()
-    cpu_start = time.process_time()
-    losses, stopped_early, matches = [], False, {}
-    # The saved weights are an exponential average over the last 40% of the agent steps: a small
-    # model's held-out behaviour swings widely from step to step late in training, and the average
-    # smooths that out (measured: every held-out metric equal or better than the last step's weights).
-    averaged: list[torch.Tensor] | None = None
-    # The drill runs until its loss is under drill_loss (with the planted circuit after ~140-160 steps;
-    # from random weights it took ~1,000 to past 1,800) or until drill_steps; the rule is deterministic
-    # like the rest.
-    steps = agent_steps(cfg, cfg["drill_steps"])  # if the drill runs to its cap; reset where it ends
-    plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, cfg["drill_steps"], steps)
-    step, agent_step = 0, 0
-    live = [p.detach() for p in model.parameters()]  # views: they follow the optimiser's updates
-    while step < len(plan):
-        phase, i = plan[step]
-        if time.time() - started > minutes * 60:
-            stopped_early = True
-            print(f"stopping at step {step}: the {minutes}-minute guard is up", flush=True)
-            break
-        if phase == "drill" and i >= 100 and sum(losses[-20:]) / 20 < cfg["drill_loss"]:
-            print(f"step {step:5d}  the copy drill is learnt (loss {sum(losses[-20:]) / 20:.3f}); agent corpus next",
-                  flush=True)
-            steps = agent_steps(cfg, i)
-            plan = plan[:step] + _agent_plan(cfg, i, steps)
-            continue
-        if phase == "agent":
-            agent_step = i
-        lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(agent_step, steps, cfg)
-        for group in optim.param_groups:
-            group["lr"] = lr
-        loss = _loss(model, batches[i % len(batches)] if phase == "agent" else drill_batches[i % len(drill_batches)])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
-        optim.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        if phase == "agent" and i >= cfg["ema_from"] * steps:
-            if averaged is None:
-                averaged = [p.clone() for p in live]
-            else:
-                torch._foreach_lerp_(averaged, live, 1 - cfg["ema"])
-        step += 1
-        check = phase == "agent" and ((i + 1) % 200 == 0 or step == len(plan))
-        if step % 50 == 1 or check:
-            held_out = ""
-            if check:
-                matches[step] = _held_out_call_match(model, watched, *call_ids)
-                held_out = f"  held-out call match {matches[step]:.2f}"
-            elapsed, cpu = time.time() - prepared, time.process_time() - cpu_start
-            print(f"step {step - 1:5d}  {phase} loss {sum(losses[-50:]) / len(losses[-50:]):.4f}  lr {lr:.2e}  "
-                  f"{elapsed / step:.2f}s/step  cpu {cpu / step:.2f}s/step  {elapsed:.0f}s{held_out}", flush=True)
-    steps_done = step
-    ran = Counter(phase for phase, _ in plan[:steps_done])  # plan[:step] is what ran, the drill's end included
-    if averaged is not None:
-        with torch.no_grad():
-            for p, a in zip(model.parameters(), averaged):
-                p.copy_(a)
-        matches["averaged"] = _held_out_call_match(model, watched, *call_ids)
-        print(f"averaged weights: held-out call match {matches['averaged']:.2f}", flush=True)
+    run = _Run(model, cfg, batches, drill_batches, watched, call_ids, tokenizer.pad_token_id,
+               deadline=started + minutes * 60, minutes=minutes, prepared=prepared)
+    fitted = data_parallel.run(cfg["workers"], run.fit)
     trained = time.time()
-    cpu = time.process_time() - cpu_start
     facts = {
-        "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), "steps": steps_done,
-        "drill_steps_run": ran["drill"], "agent_steps_run": ran["agent"], "redrill_steps_run": ran["redrill"],
-        "conversations": len(convs),
-        "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])), "stopped_early": stopped_early,
-        "held_out_call_match_teacher_forced": matches, "data_seconds": round(prepared - started, 1),
+        "seed": seed, "config": cfg, "parameters": params, "vocab_size": len(tokenizer), **fitted,
+        "conversations": len(convs), "data_seconds": round(prepared - started, 1),
         "train_seconds": round(trained - prepared, 1),
-        "seconds_per_step": round((trained - prepared) / max(1, steps_done), 3),
-        # CPU seconds over threads: what the training would take on an idle machine (the wall time above
-        # includes waiting for a core when the machine is shared).
-        "cpu_seconds_per_step": round(cpu / max(1, steps_done), 3),
-        "idle_estimate_train_seconds": round(cpu / cfg["threads"], 1),
+        "seconds_per_step": round((trained - prepared) / max(1, fitted["steps"]), 3),
         "load_average_at_end": os.getloadavg()[0], "torch": torch.__version__,
     }
     save(model, tokenizer, eos_ids, out, facts, started)
     return facts
+
+
+class _Run:
+    """The training loop, as one rank runs it (`fit(rank)`; data_parallel.run starts the ranks)."""
+
+    def __init__(self, model, cfg, batches, drill_batches, watched, call_ids, pad, deadline, minutes, prepared):
+        self.model, self.cfg, self.pad = model, cfg, pad
+        self.batches, self.drill_batches, self.watched, self.call_ids = batches, drill_batches, watched, call_ids
+        self.deadline, self.minutes, self.prepared = deadline, minutes, prepared
+
+    def _step_loss(self, batch: dataset.Batch, rank: int, world: int) -> torch.Tensor | None:
+        """This rank's loss on `batch`; None when the batch has no row for it (a group's last, short batch)."""
+        if world == 1:
+            return _loss(self.model, batch)
+        mine = data_parallel.rows_of(batch, rank, world, self.pad)
+        if not mine.ids.shape[0]:
+            return None
+        return _loss(self.model, mine, over=data_parallel.trained_tokens(batch))
+
+    def fit(self, rank: int) -> dict | None:
+        model, cfg = self.model, self.cfg
+        world = cfg["workers"]
+        lead = rank == 0  # rank 0 alone prints, checks the held-out calls and keeps the weight average
+        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+        no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+        optim = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg["lr"], betas=(0.9, 0.95))
+        model.train()
+        cpu_start = time.process_time()
+        losses, stopped_early, matches = [], False, {}
+        # The saved weights are an exponential average over the last 40% of the agent steps: a small
+        # model's held-out behaviour swings widely from step to step late in training, and the average
+        # smooths that out (measured: every held-out metric equal or better than the last step's weights).
+        averaged: list[torch.Tensor] | None = None
+        # The drill runs until its loss is under drill_loss (with the planted circuit after ~140-160 steps;
+        # from random weights it took ~1,000 to past 1,800) or until drill_steps; the rule is deterministic
+        # like the rest, and every rank sees the same (summed) losses, so every rank takes it alike.
+        steps = agent_steps(cfg, cfg["drill_steps"])  # if the drill runs to its cap; reset where it ends
+        plan = [("drill", i) for i in range(cfg["drill_steps"])] + _agent_plan(cfg, cfg["drill_steps"], steps)
+        step, agent_step = 0, 0
+        parameters = list(model.parameters())
+        live = [p.detach() for p in parameters]  # views: they follow the optimiser's updates
+        over = False  # the guard: with several ranks, rank 0's clock decides, and the others hear it
+        while step < len(plan):
+            phase, i = plan[step]
+            if world == 1:
+                over = time.time() > self.deadline
+            if over:
+                stopped_early = True
+                if lead:
+                    print(f"stopping at step {step}: the {self.minutes}-minute guard is up", flush=True)
+                break
+            if phase == "drill" and i >= 100 and sum(losses[-20:]) / 20 < cfg["drill_loss"]:
+                if lead:
+                    print(f"step {step:5d}  the copy drill is learnt (loss {sum(losses[-20:]) / 20:.3f}); "
+                          "agent corpus next", flush=True)
+                steps = agent_steps(cfg, i)
+                plan = plan[:step] + _agent_plan(cfg, i, steps)
+                continue
+            if phase == "agent":
+                agent_step = i
+            lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(agent_step, steps, cfg)
+            for group in optim.param_groups:
+                group["lr"] = lr
+            batch = self.batches[i % len(self.batches)] if phase == "agent" else \
+                self.drill_batches[i % len(self.drill_batches)]
+            loss = self._step_loss(batch, rank, world)
+            if loss is not None:
+                loss.backward()
+            if world == 1:
+                value = loss.item()
+            else:  # a rank without rows adds zero gradients
+                value, stop = data_parallel.all_reduce(parameters, [loss.item() if loss is not None else 0.0,
+                                                                    float(lead and time.time() > self.deadline)])
+                over = stop > 0
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+            optim.step()
+            optim.zero_grad(set_to_none=True)
+            losses.append(value)
+            if lead and phase == "agent" and i >= cfg["ema_from"] * steps:
+                if averaged is None:
+                    averaged = [p.clone() for p in live]
+                else:
+                    torch._foreach_lerp_(averaged, live, 1 - cfg["ema"])
+            step += 1
+            check = phase == "agent" and ((i + 1) % 200 == 0 or step == len(plan))
+            if lead and (step % 50 == 1 or check):
+                held_out = ""
+                if check:
+                    matches[step] = _held_out_call_match(model, self.watched, *self.call_ids)
+                    held_out = f"  held-out call match {matches[step]:.2f}"
+                elapsed, cpu = time.time() - self.prepared, time.process_time() - cpu_start
+                print(f"step {step - 1:5d}  {phase} loss {sum(losses[-50:]) / len(losses[-50:]):.4f}  lr {lr:.2e}  "
+                      f"{elapsed / step:.2f}s/step  cpu {cpu / step:.2f}s/step (rank 0)  {elapsed:.0f}s{held_out}",
+                      flush=True)
+        cpu = time.process_time() - cpu_start
+        if world > 1:
+            [cpu] = data_parallel.all_reduce([], [cpu])  # every rank's CPU seconds
+        if not lead:
+            return None
+        ran = Counter(phase for phase, _ in plan[:step])  # plan[:step] is what ran, the drill's end included
+        if averaged is not None:
+            with torch.no_grad():
+                for p, a in zip(parameters, averaged):
+                    p.copy_(a)
+            matches["averaged"] = _held_out_call_match(model, self.watched, *self.call_ids)
+            print(f"averaged weights: held-out call match {matches['averaged']:.2f}", flush=True)
+        return {
+            "steps": step, "drill_steps_run": ran["drill"], "agent_steps_run": ran["agent"],
+            "redrill_steps_run": ran["redrill"],
+            "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])), "stopped_early": stopped_early,
+            "held_out_call_match_teacher_forced": matches,
+            # CPU seconds over the cores: what the training would take on an idle machine (the wall time
+            # includes waiting for a core when the machine is shared).
+            "cpu_seconds_per_step": round(cpu / max(1, step), 3),
+            "idle_estimate_train_seconds": round(cpu / cfg["threads"], 1),
+        }
 
 
 def save(model, tokenizer, eos_ids: list[int], out: Path, facts: dict, started: float) -> None:
@@ -393,8 +453,10 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0, help="wall-clock guard; stops early if exceeded")
     parser.add_argument("--budget", type=int, default=DEFAULTS["budget"],
                         help="drill and agent steps together, counted in agent steps (agent_steps() says how)")
+    parser.add_argument("--workers", type=int, default=DEFAULTS["workers"],
+                        help="data-parallel processes sharing the cores (1: one process on every thread)")
     args = parser.parse_args()
-    facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget)
+    facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget, workers=args.workers)
     print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
 
 
