@@ -12,6 +12,8 @@ succeeds); `api_only` has just `--api-key`.
 
 from __future__ import annotations
 
+import warnings
+
 import httpx
 import pytest
 
@@ -137,3 +139,13 @@ def test_the_openai_sdk_authenticates_with_its_api_key(keyed):
     bad = openai.OpenAI(base_url=keyed.v1, api_key="wrong", max_retries=0, timeout=60)
     with pytest.raises(openai.AuthenticationError):
         bad.completions.create(model=model, prompt="hi", max_tokens=1)
+
+
+def test_health_answers_head_as_get_without_a_key_and_the_schema_names_each_route_once(keyed):
+    for path in ("/health", "/v1/health"):
+        r = httpx.head(keyed.base_url + path, timeout=10)
+        assert r.status_code == 200 and not r.content
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # FastAPI warns of operations sharing an id
+        schema = keyed.app.openapi()
+    assert set(schema["paths"]["/health"]) == {"get"}

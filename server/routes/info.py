@@ -26,8 +26,12 @@ def _state(request: Request):
     return request.app.state.server
 
 
-@router.api_route("/health", methods=["GET", "HEAD"])
-@router.api_route("/v1/health", methods=["GET", "HEAD"])
+# HEAD answers as GET does, for load balancers; only GET is in the OpenAPI schema (one route with both
+# methods gave two operations with one id, which FastAPI warns about).
+@router.get("/health")
+@router.get("/v1/health")
+@router.head("/health", include_in_schema=False)
+@router.head("/v1/health", include_in_schema=False)
 async def health(request: Request):
     state = _state(request)
     if state.status == "ready":
