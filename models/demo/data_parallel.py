@@ -124,5 +124,9 @@ def _child(path: str, rank: int, world: int, fit: Callable[[int], object]) -> No
 
 
 def _join_group(path: str, rank: int, world: int) -> None:
+    # Gloo finds its address through the host name, which a fresh machine or container may not resolve;
+    # the ranks are all on this machine, so the loopback interface serves (unless told otherwise).
+    if os.path.exists("/sys/class/net/lo"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group("gloo", store=dist.FileStore(path, world), rank=rank, world_size=world,
                             timeout=TIMEOUT)
