@@ -40,6 +40,8 @@ from scheduler.stop_strings import StopMatcher
 
 log = logging.getLogger("anchorage.engine")
 
+FORWARD_FAILED = "internal error in the model's forward step for this request; see server log"
+
 
 @dataclass
 class EngineRequest:
@@ -200,8 +202,7 @@ class Engine:
             log.error("forward step of %d sequence(s) failed%s:\n%s", len(decision.seqs),
                       "" if alone else "; retrying each alone", traceback.format_exc())
             if alone:  # nothing to tell apart: it failed alone already
-                self._fail(decision.seqs[0], "internal error in the model's forward step for this request; "
-                                             "see server log")
+                self._fail(decision.seqs[0], FORWARD_FAILED)
                 return
             decision, rows = self._forward_alone(decision)
             if decision.empty:
@@ -237,7 +238,7 @@ class Engine:
                 self.counters.step_errors += 1
                 log.error("forward step of sequence %s alone failed; ending it:\n%s", seq.seq_id,
                           traceback.format_exc())
-                self._fail(seq, "internal error in the model's forward step for this request; see server log")
+                self._fail(seq, FORWARD_FAILED)
                 continue
             kept.batch.chunks.append(chunk)
             kept.seqs.append(seq)
