@@ -51,15 +51,13 @@ class ModelRunner:
 
     @torch.inference_mode()
     def step(self, batch: ForwardBatch) -> torch.Tensor:
-        """Run one step; returns logits [S, vocab] (float32) for `batch.sampled` in order."""
-        ids, pos, logit_rows = [], [], []
-        row = 0
+        """Run one step; returns logits [R, vocab] (float32) for `batch.logit_rows()`: each chunk's scored
+        positions, then its sampled row (ForwardBatch.split_logits takes them apart)."""
+        ids, pos = [], []
         for c in batch.chunks:
             ids.extend(c.token_ids)
             pos.extend(range(c.start, c.end))
-            row += len(c.token_ids)
-            if c.sample:
-                logit_rows.append(row - 1)
+        logit_rows = batch.logit_rows()
         plans = {}
         if FULL in self.spec.layer_types:
             plans[FULL] = plan_group(batch, lambda c: c.full_pages, None, self.page_size)

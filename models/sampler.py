@@ -112,6 +112,24 @@ def _draw(row: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> int:
     return int(torch.multinomial(probs, 1, generator=gen))
 
 
+def score(
+    logits: torch.Tensor,  # [k, vocab] float32: the logits at k consecutive prompt positions
+    following: list[int],  # the k prompt tokens that come after those positions
+    top: int,  # alternatives per position (0: none)
+) -> list[tuple[float, int, list[tuple[int, float]]]]:
+    """Prompt logprobs: each following token's logprob under the model's raw distribution (no penalty,
+    bias, temperature or grammar: those shape choices, and a prompt token was not chosen), its rank
+    there (1 + the tokens strictly likelier) and the `top` likeliest tokens, best first."""
+    logprobs = torch.log_softmax(logits, dim=-1)  # [k, vocab]
+    chosen = logprobs.gather(1, torch.tensor(following, dtype=torch.long).view(-1, 1))  # [k, 1]
+    ranks = ((logprobs > chosen).sum(dim=-1) + 1).tolist()
+    chosen = chosen.view(-1).tolist()
+    if not top:
+        return [(lp, rank, []) for lp, rank in zip(chosen, ranks)]
+    vals, idx = torch.topk(logprobs, top, dim=-1)  # [k, top]
+    return [(lp, rank, list(zip(i, v))) for lp, rank, i, v in zip(chosen, ranks, idx.tolist(), vals.tolist())]
+
+
 def sample(
     logits: torch.Tensor,  # [S, vocab] float32
     states: list[SamplingState],

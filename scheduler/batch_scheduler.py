@@ -120,6 +120,12 @@ class BatchScheduler:
     # -- one step ------------------------------------------------------------------
     def _chunk(self, seq: Sequence, n: int) -> SeqChunk:
         start = seq.num_computed
+        score_from = score_to = 0
+        if seq.scores_prompt:
+            # Admission kept the cache from reaching past prompt_scored, so these follow on without a gap.
+            score_from, score_to = max(start, seq.prompt_scored), min(start + n, len(seq.prompt_ids) - 1)
+            if score_from >= score_to:
+                score_from = score_to = 0
         return SeqChunk(
             seq_id=seq.seq_id,
             token_ids=seq.all_ids[start:start + n],
@@ -127,6 +133,8 @@ class BatchScheduler:
             full_pages=seq.full_pages,
             window_pages=seq.window_pages,
             sample=start + n == seq.num_tokens,
+            score_from=score_from,
+            score_to=score_to,
         )
 
     def schedule(self) -> Decision:
@@ -170,7 +178,10 @@ class BatchScheduler:
                 return
             if not self._leader_ready(seq):
                 continue  # a sibling waits for its leader's prompt without blocking others
-            match = self.alloc.cache.match(seq.all_ids, seq.num_tokens - 1)
+            # A prompt that is scored adopts cached KV only for positions already scored (a cached
+            # position produces no logits); others take the deepest match.
+            limit = min(seq.num_tokens - 1, seq.prompt_scored) if seq.scores_prompt else seq.num_tokens - 1
+            match = self.alloc.cache.match(seq.all_ids, limit)
             self.alloc.adopt(seq, match)
             n = min(seq.remaining, budget)
             end = seq.num_computed + n

@@ -65,6 +65,13 @@ class _Live:
 
     def __init__(self, seq: Sequence, stream: RequestStream, detok, stops, state):
         self.seq, self.stream, self.detok, self.stops, self.state = seq, stream, detok, stops, state
+        # The prompt's scored tokens (prompt logprobs), gathered over its chunks and sent on the
+        # sequence's first event; None when not asked for, or once sent.
+        self.prompt_logprobs: list[TokenLogprob] | None = [] if seq.scores_prompt else None
+
+    def take_prompt_logprobs(self) -> list[TokenLogprob] | None:
+        out, self.prompt_logprobs = self.prompt_logprobs, None
+        return out
 
 
 class Engine:
@@ -194,8 +201,8 @@ class Engine:
         if decision.empty:
             return
         try:
-            logits = self.runner.step(decision.batch)
-            rows = [logits[row:row + 1] for row in range(len(decision.batch.sampled))]  # each [1, vocab]
+            # scored: [k, vocab] per chunk scoring prompt tokens; rows: [1, vocab] per sampling chunk.
+            scored, rows = decision.batch.split_logits(self.runner.step(decision.batch))
         except Exception:
             self.counters.step_errors += 1
             alone = len(decision.seqs) == 1
@@ -204,13 +211,19 @@ class Engine:
             if alone:  # nothing to tell apart: it failed alone already
                 self._fail(decision.seqs[0], FORWARD_FAILED)
                 return
-            decision, rows = self._forward_alone(decision)
+            decision, scored, rows = self._forward_alone(decision)
             if decision.empty:
                 return
         self.scheduler.after_step(decision)
         self.counters.steps += 1
+        scoring = [(s, c) for s, c in zip(decision.seqs, decision.batch.chunks) if c.num_scored]
+        for (seq, chunk), block in zip(scoring, scored):
+            self._score(seq, chunk, block)
         sampling = [s for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
         for row, seq in enumerate(sampling):
+            if seq.params.max_tokens == 0:  # echo only: the prompt is in (and scored); nothing is generated
+                self._finish(seq, "length", [])
+                continue
             # One sequence at a time: a sequence whose sampling fails (a bug its parameters or its grammar
             # reach) ends with an error alone; the others in the batch go on.
             try:
@@ -228,12 +241,13 @@ class Engine:
         Why: a batch fails as a whole, and one request's chunk (or a batch too big for memory) should not end
         every request that shared the step. A chunk only writes KV at its own positions, in pages its
         sequence alone holds, so running it again overwrites whatever the failed step left there.
-        Returns the step that did run and its logits rows, each [1, vocab], for its sampled chunks in order.
+        Returns the step that did run and its logits as ForwardBatch.split_logits gives them.
         """
-        kept, rows = Decision(ForwardBatch(), []), []
+        kept, scored, rows = Decision(ForwardBatch(), []), [], []
         for seq, chunk in zip(decision.seqs, decision.batch.chunks):
+            alone = ForwardBatch([chunk])
             try:
-                logits = self.runner.step(ForwardBatch([chunk]))
+                mine, row = alone.split_logits(self.runner.step(alone))
             except Exception:
                 self.counters.step_errors += 1
                 log.error("forward step of sequence %s alone failed; ending it:\n%s", seq.seq_id,
@@ -242,9 +256,26 @@ class Engine:
                 continue
             kept.batch.chunks.append(chunk)
             kept.seqs.append(seq)
-            if chunk.sample:
-                rows.append(logits[0:1])
-        return kept, rows
+            scored += mine
+            rows += row
+        return kept, scored, rows
+
+    def _score(self, seq: Sequence, chunk, block) -> None:
+        """Record the prompt tokens `chunk`'s scored positions predict; block is their logits [k, vocab].
+        A failure ends this sequence alone, as a failed sampling does."""
+        live = self._live.get(seq.seq_id)
+        if live is None or live.prompt_logprobs is None:
+            return
+        following = seq.prompt_ids[chunk.score_from + 1:chunk.score_to + 1]
+        try:
+            scores = self.sampler.score(block, following, seq.params.prompt_logprobs)
+        except Exception:
+            self.counters.step_errors += 1
+            log.error("scoring the prompt of sequence %s failed:\n%s", seq.seq_id, traceback.format_exc())
+            self._fail(seq, "internal error while scoring this request's prompt; see server log")
+            return
+        live.prompt_logprobs += [TokenLogprob(t, lp, top, rank) for t, (lp, rank, top) in zip(following, scores)]
+        seq.prompt_scored = chunk.score_to
 
     def _accept(self, seq: Sequence, res) -> None:
         live = self._live[seq.seq_id]
@@ -268,7 +299,7 @@ class Engine:
             reason = "length"
         self.scheduler.on_sampled(seq, token, reason is not None)
         if reason is None:
-            live.stream.put(StreamEvent(seq.index, text, [token], lp))
+            live.stream.put(StreamEvent(seq.index, text, [token], lp, prompt_logprobs=live.take_prompt_logprobs()))
             return
         if reason == "length" or (reason == "stop" and terminal):
             text += live.stops.feed(live.detok.flush())[0] + live.stops.flush()
@@ -300,7 +331,10 @@ class Engine:
             predicted_ms=(seq.finish_time - first) * 1000.0,
             preemptions=seq.preemptions,
         )
-        live.stream.put(StreamEvent(seq.index, text, list(token_ids), list(lp), reason, stop_token, stats, error))
+        # Prompt logprobs go out whole or not at all: a sequence that ends before its prompt is scored sends none.
+        scored = live.take_prompt_logprobs() if seq.prompt_scored >= len(seq.prompt_ids) - 1 else None
+        live.stream.put(StreamEvent(seq.index, text, list(token_ids), list(lp), reason, stop_token, stats, error,
+                                    prompt_logprobs=scored))
         # Requests that ran to an end (stop/length); aborts and failures are not finishes.
         self.counters.requests_finished += seq.index == 0 and reason in ("stop", "length")
         group = self._by_request.get(seq.request_id)

@@ -9,6 +9,12 @@ sequence starting at position `start` (the number of tokens whose KV is
 already in the pool). Decode chunks feed one token; prefill chunks feed a
 slice of the prompt. Page tables cover at least `[0, start + len(token_ids))`.
 
+Logits rows: the runner returns, chunk by chunk in order, one row for each
+scored position (`score_from <= p < score_to`: a prompt position whose logits
+score the next prompt token, for prompt logprobs), then the sampled row if the
+chunk samples. Scored positions never include the sampled one: they stop
+before the prompt's last token, whose logits choose the first output token.
+
 Invariant for the window group: the pages covering positions
 `[max(0, start - window + 1), start + len(token_ids))` are live (not None);
 pages before that may have been released by a window slide.
@@ -27,10 +33,18 @@ class SeqChunk:
     full_pages: list[int]  # full-attention group page table (empty if the model has no full layers)
     window_pages: list[int | None]  # window group page table; None = released
     sample: bool  # produce logits for the last fed token
+    # Positions [score_from, score_to) (absolute, inside this chunk) also produce logits: they score
+    # the prompt token that follows each (prompt logprobs). Empty unless the request asked for them.
+    score_from: int = 0
+    score_to: int = 0
 
     @property
     def end(self) -> int:
         return self.start + len(self.token_ids)
+
+    @property
+    def num_scored(self) -> int:
+        return max(0, self.score_to - self.score_from)
 
     @property
     def is_decode(self) -> bool:
@@ -48,3 +62,26 @@ class ForwardBatch:
     @property
     def sampled(self) -> list[SeqChunk]:
         return [c for c in self.chunks if c.sample]
+
+    def logit_rows(self) -> list[int]:
+        """Row indices into the flattened tokens whose logits the step returns, in the order above."""
+        rows, base = [], 0
+        for c in self.chunks:
+            rows.extend(base + p - c.start for p in range(c.score_from, c.score_to))
+            base += len(c.token_ids)
+            if c.sample:
+                rows.append(base - 1)
+        return rows
+
+    def split_logits(self, logits) -> tuple[list, list]:
+        """The step's logits (any sliceable [rows, vocab]) as (scored blocks, one [k, vocab] per chunk with
+        scored positions, in chunk order; sampled rows, one [1, vocab] per sampling chunk, in chunk order)."""
+        scored, sampled, r = [], [], 0
+        for c in self.chunks:
+            if c.num_scored:
+                scored.append(logits[r:r + c.num_scored])
+                r += c.num_scored
+            if c.sample:
+                sampled.append(logits[r:r + 1])
+                r += 1
+        return scored, sampled

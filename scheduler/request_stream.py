@@ -19,6 +19,7 @@ class TokenLogprob:
     token: int
     logprob: float
     top: list[tuple[int, float]] = field(default_factory=list)
+    rank: int | None = None  # 1 = the likeliest token there (prompt logprobs only)
 
 
 @dataclass
@@ -41,6 +42,9 @@ class StreamEvent:
     stop_token: int | None = None  # the EOS / stop id that ended the choice, if any
     stats: ChoiceStats | None = None  # on the final event of a choice
     error: str | None = None
+    # The prompt's tokens after its first, each scored by the tokens before it (prompt logprobs): on the
+    # first event of a choice that asked for them, else None.
+    prompt_logprobs: list[TokenLogprob] | None = None
 
 
 _DONE = object()

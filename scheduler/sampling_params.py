@@ -39,6 +39,9 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     # None = no logprobs; 0 = the chosen token's only; k = plus k alternatives.
     logprobs: int | None = None
+    # Prompt logprobs (OpenAI's echo with logprobs, vLLM's prompt_logprobs): None = off; k = each prompt
+    # token's logprob after the tokens before it, plus the k likeliest alternatives there.
+    prompt_logprobs: int | None = None
     n: int = 1
     # A resolved reasoning-budget plan (models/reasoning_budget.BudgetPlan) or
     # None for unrestricted. The engine builds one stateful machine per

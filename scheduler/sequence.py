@@ -53,10 +53,18 @@ class Sequence:
     finish_time: float | None = None
     preemptions: int = 0
     prompt_cached: bool = False  # the prompt's pages went into the prefix cache
+    # Prompt logprobs: positions [0, prompt_scored) have scored the token after them. Only the leader
+    # scores (its siblings share the same prompt), and it never adopts cached KV past this point:
+    # a position served from the cache produces no logits.
+    prompt_scored: int = 0
 
     @property
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
+
+    @property
+    def scores_prompt(self) -> bool:
+        return self.params.prompt_logprobs is not None and self.leader is None
 
     @property
     def num_tokens(self) -> int:

@@ -215,7 +215,8 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
 
 
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,
-                       reasoning_open: bool = False, field: str | None = None) -> SamplingParams:
+                       reasoning_open: bool = False, field: str | None = None,
+                       prompt_logprobs: int | None = None) -> SamplingParams:
     info = state.info
     n_ctx = info.max_model_len
     # The field the client wrote the prompt in: chat renders `messages`, completions take `prompt` (`prompt.2`
@@ -240,7 +241,9 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
                                       param=f"stop_token_ids.{i}")
 
     d = info.generation_defaults
-    max_tokens = getattr(req, "effective_max_tokens", None) or req.max_tokens or (n_ctx - len(prompt_ids))
+    max_tokens = getattr(req, "effective_max_tokens", req.max_tokens)
+    if max_tokens is None:  # the context's room
+        max_tokens = n_ctx - len(prompt_ids)
     top_k = req.top_k if req.top_k is not None else d.get("top_k", 0)
     return SamplingParams(
         max_tokens=max_tokens,
@@ -257,6 +260,7 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         ignore_eos=req.ignore_eos,
         logit_bias=tuple(sorted((req.logit_bias or {}).items())),
         logprobs=logprobs,
+        prompt_logprobs=prompt_logprobs,
         n=req.n,
         reasoning_budget=_budget_plan(req, state, prompt_text),
         forced_tool_call=_forced_tool_call(req, state, reasoning_open),

@@ -6,7 +6,9 @@
   back at once instead of decoding for nobody.
 - `usage_of` / `timings_of` turn the engine's per-choice stats into OpenAI's
   `usage` (with cached prompt tokens) and llama.cpp's `timings`.
-- `chat_logprobs` / `completion_logprobs` shape token logprobs for each API.
+- `chat_logprobs` / `completion_logprobs` shape token logprobs for each API;
+  `echoed_logprobs` puts the prompt's scored tokens before a completion's,
+  `prompt_logprobs_of` gives them in vLLM's `prompt_logprobs` shape.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from scheduler.engine import EngineRequest
-from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent
+from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent, TokenLogprob
 from server.errors import NotFoundError, ServerError
 from server.protocol import Timings, Usage
 from server.slot_wait import wait_for_slot
@@ -55,8 +57,11 @@ class ChoiceResult:
     finish_reason: str | None = None
     stats: ChoiceStats | None = None
     error: str | None = None
+    prompt_logprobs: list | None = None  # the prompt's scored tokens, on the choice that scored them
 
     def add(self, ev: StreamEvent) -> None:
+        if ev.prompt_logprobs is not None:
+            self.prompt_logprobs = ev.prompt_logprobs
         self.text += ev.text
         self.token_ids.extend(ev.token_ids)
         self.logprobs.extend(ev.logprobs)
@@ -171,3 +176,44 @@ def completion_logprobs(state, entries, text_start: int = 0) -> dict | None:
         offsets.append(offset)
         offset += len(piece)
     return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+
+
+def pieces_length(state, entries) -> int:
+    """How far `completion_logprobs` moves text_offset over `entries`: a stream's next chunk starts there,
+    so streamed offsets are the whole response's (a token that ends mid-character counts its piece)."""
+    return sum(len(_piece(state, e.token)) for e in entries)
+
+
+def _whole_prompt(prompt_ids: list[int], prompt_entries) -> None:
+    if prompt_entries is None or len(prompt_entries) != len(prompt_ids) - 1:
+        raise ServerError("the engine did not return the prompt's logprobs")
+
+
+def echoed_logprobs(state, prompt_ids: list[int], prompt_entries, entries, text_start: int, k: int) -> dict:
+    """Legacy logprobs of `echo` with `logprobs` k: the prompt's tokens, then the choice's (`entries`, whose
+    text starts at `text_start` in the choice's text). The prompt's first token has nothing before it to
+    be scored by: its logprob and alternatives are null, as OpenAI and vLLM send them."""
+    _whole_prompt(prompt_ids, prompt_entries)
+    prompt_entries = [TokenLogprob(e.token, e.logprob, e.top[:k]) for e in prompt_entries]
+    first = _piece(state, prompt_ids[0])
+    out = {"tokens": [_legacy_name(state, prompt_ids[0], first)], "token_logprobs": [None], "top_logprobs": [None],
+           "text_offset": [0]}
+    for part in (completion_logprobs(state, prompt_entries, len(first)),
+                 completion_logprobs(state, entries, text_start)):
+        for key, values in (part or {}).items():
+            out[key] += values
+    return out
+
+
+def prompt_logprobs_of(state, prompt_ids: list[int], prompt_entries, k: int) -> list[dict | None]:
+    """vLLM's `prompt_logprobs`: null for the first prompt token, then per token a map from token id to
+    `{logprob, rank, decoded_token}`: the prompt token's own (its rank among all tokens there) and its
+    position's k likeliest (ranks 1..k)."""
+    _whole_prompt(prompt_ids, prompt_entries)
+    out: list[dict | None] = [None]
+    for e in prompt_entries:
+        at = {str(e.token): {"logprob": e.logprob, "rank": e.rank, "decoded_token": _piece(state, e.token)}}
+        for rank, (t, lp) in enumerate(e.top[:k], start=1):
+            at.setdefault(str(t), {"logprob": lp, "rank": rank, "decoded_token": _piece(state, t)})
+        out.append(at)
+    return out

@@ -134,6 +134,7 @@ class Sim:
     token_fn: TokenFn = default_token
     log: list[StepRecord] = field(default_factory=list)
     finished: list[Sequence] = field(default_factory=list)
+    scored: dict[int, list[int]] = field(default_factory=dict)  # seq id -> prompt positions scored, in order
 
     def __post_init__(self) -> None:
         groups = {}
@@ -160,8 +161,9 @@ class Sim:
         self.kv: dict[str, dict[int, list[int | None]]] = {g: {} for g in self.pool.groups}
 
     # -- requests ------------------------------------------------------------------
-    def submit(self, prompt: list[int], max_tokens: int, n: int = 1) -> list[Sequence]:
-        params = SamplingParams(max_tokens=max_tokens, n=n)
+    def submit(self, prompt: list[int], max_tokens: int, n: int = 1, prompt_logprobs: int | None = None
+               ) -> list[Sequence]:
+        params = SamplingParams(max_tokens=max_tokens, n=n, prompt_logprobs=prompt_logprobs)
         seqs, leader = [], None
         request_id = f"req-{self._next_id}"
         for i in range(n):
@@ -180,6 +182,12 @@ class Sim:
         if not dec.empty:
             self._forward(dec)
             self.sched.after_step(dec)
+            for seq, chunk in zip(dec.seqs, dec.batch.chunks):
+                if chunk.num_scored:  # as the engine records prompt logprobs: each position once, in order
+                    assert seq.scores_prompt and chunk.score_from == seq.prompt_scored, (seq.seq_id, chunk)
+                    assert chunk.start <= chunk.score_from < chunk.score_to <= min(chunk.end, len(seq.prompt_ids) - 1)
+                    seq.prompt_scored = chunk.score_to
+                    self.scored.setdefault(seq.seq_id, []).extend(range(chunk.score_from, chunk.score_to))
             for seq, chunk in zip(dec.seqs, dec.batch.chunks):
                 if not chunk.sample:
                     continue

@@ -166,7 +166,7 @@ CASES = [
     Bad("prompt token id outside the vocabulary", P, body=completion(prompt=[1, 2, 100000]), param="prompt.2",
         words=("100000", "vocabulary")),
     Bad("negative prompt token id", P, body=completion(prompt=[1, -3]), param="prompt.1", words=("-3",)),
-    Bad("echo with logprobs", P, body=completion(echo=True, logprobs=1), param="echo", words=("echo", "logprobs")),
+    Bad("max_tokens 0 without echo", P, body=completion(max_tokens=0), param="max_tokens", words=("echo",)),
     Bad("suffix", P, body=completion(suffix="end"), param="suffix", words=("suffix",)),
     Bad("best_of", P, body=completion(best_of=3), param="best_of", words=("best_of",)),
     Bad("completion logprobs above 5", P, body=completion(logprobs=10), param="logprobs", words=("5",)),

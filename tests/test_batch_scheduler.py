@@ -552,3 +552,47 @@ def test_random_workloads_keep_the_books_straight_after_every_step():
     # tokens are the model's, and nothing leaks.
     for seed in range(25):
         random_workload(seed)
+
+
+# -- prompt logprobs ------------------------------------------------------------------------
+def test_a_scored_prompt_is_computed_whole_though_its_prefix_is_cached():
+    sim = Sim(max_batched_tokens=64)
+    (plain,) = sim.submit(toks(14), 2)
+    sim.run()
+    (again,) = sim.submit(toks(14), 2)
+    assert sim.step().batch.chunks[0].start == 12, "an unscored prompt takes the cached pages"
+    sim.run()
+    (scored,) = sim.submit(toks(14), 2, prompt_logprobs=1)
+    chunk = sim.step().batch.chunks[0]
+    assert chunk.start == 0 and (chunk.score_from, chunk.score_to) == (0, 13), \
+        "a cached position has no logits, so every position but the last is fed and scored"
+    sim.run()
+    assert sim.scored[scored.seq_id] == list(range(13)) and scored.num_cached_prompt == 0
+    assert_completed(sim, [plain, again, scored])
+
+
+def test_a_scored_prompt_fed_in_chunks_scores_every_position_once():
+    sim = Sim(max_batched_tokens=8)
+    (a,) = sim.submit(toks(30), 3, prompt_logprobs=0)
+    sim.run()
+    assert sim.scored[a.seq_id] == list(range(29)), "the last prompt position samples; it scores nothing"
+    assert_completed(sim, [a])
+
+
+def test_only_the_leader_of_n_choices_scores_the_prompt_and_the_others_share_its_pages():
+    sim = Sim(max_batched_tokens=64)
+    a, b = sim.submit(toks(10), 3, n=2, prompt_logprobs=2)
+    sim.run()
+    assert sim.scored == {a.seq_id: list(range(9))}
+    assert b.num_cached_prompt == 8, "the sibling adopts the leader's cached pages"
+    assert_completed(sim, [a, b])
+
+
+def test_a_preempted_scored_prompt_resumes_without_scoring_a_position_twice_or_skipping_one():
+    sim = Sim(full_pages=24, max_num_seqs=4, max_batched_tokens=8)
+    seqs = [s for i in range(8) for s in sim.submit(toks(9 + 3 * i, 50 * i), 30 - 2 * i, prompt_logprobs=1)]
+    sim.run()
+    assert sim.sched.counters.preemptions >= 2
+    for s in seqs:
+        assert sim.scored[s.seq_id] == list(range(len(s.prompt_ids) - 1)), s.seq_id
+    assert_completed(sim, seqs)

@@ -146,7 +146,6 @@ BAD_COMPLETION = [
     ("prompt of the wrong type", {"prompt": 5}, "prompt", "string"),
     ("mixed prompt list", {"prompt": ["a", 1]}, "prompt", "token ids"),
     ("prompt missing", {}, "prompt", "required"),
-    ("echo with logprobs", {"prompt": "x", "echo": True, "logprobs": 0}, "echo", "prompt logprobs"),
     ("suffix", {"prompt": "x", "suffix": "y"}, "suffix", "suffix"),
     ("best_of 2", {"prompt": "x", "best_of": 2}, "best_of", "best_of"),
     ("logprobs 6", {"prompt": "x", "logprobs": 6}, "logprobs", "5"),

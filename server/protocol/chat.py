@@ -326,6 +326,7 @@ class ChatCompletion(ResponseModel):
     system_fingerprint: str | None = None
     timings: Timings | None = None
     prompt_token_ids: list[int] | None = None  # return_token_ids
+    prompt_logprobs: list[dict | None] | None = None  # vLLM's prompt_logprobs (of the rendered prompt)
 
 
 class DeltaFunction(ResponseModel):

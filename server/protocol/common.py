@@ -158,10 +158,19 @@ class SamplingFields(RequestBody):
     reasoning_budget_tokens: int | None = None
     # vLLM's: return prompt and generated token ids with the response.
     return_token_ids: bool = False
+    # vLLM's: each prompt token's logprob (and rank) after the tokens before it, with this many
+    # alternatives (at most vLLM's default max_logprobs, 20). Not with stream, as in vLLM.
+    prompt_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     # llama.cpp's slot selection (-1 = any idle slot) and prefix reuse switch.
     id_slot: Annotated[int, Field(ge=-1, le=INT32_MAX)] | None = None
     cache_prompt: bool = True
     user: str | None = None  # accepted, ignored
+
+    @model_validator(mode="after")
+    def _prompt_logprobs_whole_only(self):
+        if self.prompt_logprobs is not None and self.stream:
+            raise field_error("prompt_logprobs", "prompt_logprobs are not available when stream is true")
+        return self
 
     @model_validator(mode="before")
     @classmethod

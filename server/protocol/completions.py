@@ -8,10 +8,12 @@ OpenAI convention). The bounds: 128 prompts, 128 choices, and a named
 `id_slot` only with one prompt (a slot holds one prompt's tokens).
 
 `echo: true` puts each prompt's text before its choices' text, as OpenAI and
-vLLM do. Refused by name rather than half-done: `echo` with `logprobs` (that
-needs prompt logprobs, which the engine does not compute), `suffix`
-(fill-in-the-middle needs a template the checkpoint may not have), `best_of`
-other than 1. `logprobs` is OpenAI's legacy integer 0..5.
+vLLM do; with `logprobs` the choice's logprobs start with the prompt's tokens
+(prompt logprobs: each token scored by those before it, the first null).
+Refused by name rather than half-done: `suffix` (fill-in-the-middle needs a
+template the checkpoint may not have), `best_of` other than 1. `logprobs` is
+OpenAI's legacy integer 0..5. `max_tokens: 0` with `echo` answers the prompt alone,
+scored when `logprobs` is set.
 
 Not for: chat (server/protocol/chat.py) or engine parameters.
 """
@@ -85,7 +87,8 @@ class CompletionRequest(SamplingFields):
 
     prompt: list[str | list[int]]  # normalised: one entry per prompt (a batch answers prompts x n choices)
     # OpenAI's and vLLM's default for legacy completions; an explicit null leaves the context's room.
-    max_tokens: TokenCount | None = 16
+    # 0 only with echo: the prompt scored and echoed, nothing generated (OpenAI's legacy scoring call).
+    max_tokens: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = 16
     # OpenAI's legacy shape: how many alternatives per token (0 = just the chosen one).
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     echo: bool = False
@@ -99,9 +102,9 @@ class CompletionRequest(SamplingFields):
 
     @model_validator(mode="after")
     def _refused_features(self) -> CompletionRequest:
-        if self.echo and self.logprobs is not None:
-            raise field_error("echo", "echo with logprobs is not supported: the engine does not compute prompt "
-                              "logprobs; drop one of them")
+        if self.max_tokens == 0 and not self.echo:
+            raise field_error("max_tokens", "max_tokens 0 generates nothing; it is allowed only with echo, to "
+                              "return (and with logprobs score) the prompt")
         if self.suffix:
             raise field_error("suffix", "suffix (fill-in-the-middle) is not supported")
         if self.best_of not in (None, 1):
@@ -133,6 +136,7 @@ class CompletionChoice(ResponseModel):
     logprobs: CompletionLogprobs | None = None
     token_ids: list[int] | None = None  # return_token_ids
     prompt_token_ids: list[int] | None = None  # return_token_ids (vLLM puts it per choice)
+    prompt_logprobs: list[dict | None] | None = None  # vLLM's prompt_logprobs, per choice as vLLM puts them
 
 
 class Completion(ResponseModel):

@@ -29,6 +29,7 @@ from server.generation import (
     submit,
     timings_of,
     usage_of,
+    prompt_logprobs_of,
 )
 from server.output import StreamingOutputParser, ToolCallDelta, delta_dict, parse_output
 from server.protocol import (
@@ -102,6 +103,8 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         model=info.served_model_name, choices=out, usage=usage_of(len(prompt.token_ids), choices),
         timings=timings_of(choices[0].stats),
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+        prompt_logprobs=prompt_logprobs_of(state, prompt.token_ids, choices[0].prompt_logprobs, req.prompt_logprobs)
+        if req.prompt_logprobs is not None else None,
     ).model_dump(mode="json")
 
 
@@ -110,7 +113,7 @@ def _prepare(req: ChatCompletionRequest, state):
     prompt = render_chat(req, state.tokenizer, state.info.reasoning)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     return prompt, to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
-                                      reasoning_open=prompt.reasoning_open)
+                                      reasoning_open=prompt.reasoning_open, prompt_logprobs=req.prompt_logprobs)
 
 
 async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format):

@@ -4,7 +4,9 @@ No chat template and no output parsing: the text is the model's, minus any
 stop string. The prompt may be token ids (vLLM and llama.cpp accept them), so
 an agent that keeps the ids a previous response returned (`return_token_ids`)
 can send them back and hit the prefix cache exactly. With `echo` each choice's
-text starts with its prompt's text (in a stream, on the choice's first chunk).
+text starts with its prompt's text (in a stream, on the choice's first chunk);
+with `echo` and `logprobs` its logprobs start with the prompt's tokens, each
+scored by the tokens before it (how lm-evaluation-harness scores likelihoods).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from server.generation import (
     collect,
     completion_logprobs,
     continuous_usage,
+    echoed_logprobs,
+    pieces_length,
+    prompt_logprobs_of,
     raise_if_failed,
     streaming_body,
     submit,
@@ -48,7 +53,12 @@ def _prepare(req: CompletionRequest, state) -> list[tuple[str, list[int], Sampli
     for p, prompt in enumerate(req.prompt):
         text, ids = _prompt(prompt, state.tokenizer)
         field = "prompt" if len(req.prompt) == 1 else f"prompt.{p}"
-        out.append((text, ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs, field=field)))
+        # echo with logprobs scores the prompt too (OpenAI's way of asking for prompt logprobs), as does
+        # vLLM's prompt_logprobs; the engine keeps the larger count of alternatives, each view its own.
+        scored = max((k for k in (req.logprobs if req.echo else None, req.prompt_logprobs) if k is not None),
+                     default=None)
+        out.append((text, ids, to_sampling_params(req, state, text, ids, logprobs=req.logprobs, field=field,
+                                                  prompt_logprobs=scored)))
     return out
 
 
@@ -81,15 +91,26 @@ async def completions(req: CompletionRequest, http_request: Request):
     out = [CompletionChoice(
         index=p * req.n + c.index, text=echoed[p] + c.text,
         finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
-        logprobs=completion_logprobs(state, c.logprobs) if req.logprobs is not None else None,
+        logprobs=_choice_logprobs(state, req, prompts[p], choices[0].prompt_logprobs, c.logprobs, len(echoed[p])),
         token_ids=c.token_ids if req.return_token_ids else None,
         prompt_token_ids=prompts[p] if req.return_token_ids else None,
+        prompt_logprobs=prompt_logprobs_of(state, prompts[p], choices[0].prompt_logprobs, req.prompt_logprobs)
+        if req.prompt_logprobs is not None else None,
     ) for p, choices in enumerate(results) for c in choices]
     every = [c for choices in results for c in choices]
     cached = sum(choices[0].stats.cached_tokens for choices in results if choices[0].stats)
     usage = Usage.of(sum(len(ids) for ids in prompts), sum(len(c.token_ids) for c in every), cached)
     return Completion(model=state.info.served_model_name, choices=out, usage=usage,
                       timings=timings_of(results[0][0].stats)).model_dump(mode="json")
+
+
+def _choice_logprobs(state, req: CompletionRequest, prompt_ids, prompt_entries, entries, text_start: int):
+    """A choice's legacy logprobs: with echo the prompt's scored tokens come first (its first unscored)."""
+    if req.logprobs is None:
+        return None
+    if req.echo:
+        return echoed_logprobs(state, prompt_ids, prompt_entries, entries, text_start, req.logprobs)
+    return completion_logprobs(state, entries, text_start)
 
 
 def _abort(state, streams) -> None:
@@ -135,8 +156,9 @@ async def _stream(state, req: CompletionRequest, streams, prompts, echoed):
     cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
     n = req.n
     choices = len(prompts) * n  # choice p * n + i is prompt p's i-th
-    offsets = [0] * choices
+    offsets = [len(echoed[g // n]) for g in range(choices)]  # where each choice's next text starts in its text
     prompt_sent = [False] * choices
+    prompt_scored = [None] * len(prompts)  # each prompt's scored tokens, from its first choice's first event
     first_stats = [None] * len(prompts)
     continuous = continuous_usage(req)
     by_choice = [0] * choices  # completion tokens so far per choice (continuous usage counts per choice, as vLLM's)
@@ -145,15 +167,21 @@ async def _stream(state, req: CompletionRequest, streams, prompts, echoed):
             raise_if_failed(ev)
             g = p * n + ev.index
             by_choice[g] += len(ev.token_ids)
-            lp = completion_logprobs(state, ev.logprobs, offsets[g]) if req.logprobs is not None else None
-            offsets[g] += len(ev.text)
+            if ev.prompt_logprobs is not None:
+                prompt_scored[p] = ev.prompt_logprobs
+            first = not prompt_sent[g]
+            if first:  # the echoed prompt's logprobs lead the choice's first chunk, as its text does
+                lp = _choice_logprobs(state, req, prompts[p], prompt_scored[p], ev.logprobs, offsets[g])
+            else:
+                lp = completion_logprobs(state, ev.logprobs, offsets[g]) if req.logprobs is not None else None
+            if req.logprobs is not None:
+                offsets[g] += pieces_length(state, ev.logprobs)
             reason = None
             if ev.finish_reason is not None:
                 reason = ev.finish_reason if ev.finish_reason in ("stop", "length") else "stop"
                 first_stats[p] = ev.stats if ev.index == 0 else first_stats[p]
             # The prompt's ids (return_token_ids) and its echoed text ride on each choice's first chunk, as
             # vLLM sends them.
-            first = not prompt_sent[g]
             prompt_sent[g] = True
             choice = CompletionChoice(index=g, text=echoed[p] + ev.text if first else ev.text, finish_reason=reason,
                                       logprobs=lp, token_ids=ev.token_ids if req.return_token_ids else None,
