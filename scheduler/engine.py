@@ -221,6 +221,8 @@ class Engine:
             self._score(seq, chunk, block)
         sampling = [s for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
         for row, seq in enumerate(sampling):
+            if seq.seq_id not in self._live:  # its prompt's scoring failed: it has ended already
+                continue
             if seq.params.max_tokens == 0:  # echo only: the prompt is in (and scored); nothing is generated
                 self._finish(seq, "length", [])
                 continue

@@ -14,6 +14,8 @@ and on chat's rendered prompt, and are refused in a stream, as vLLM does.
 from __future__ import annotations
 
 import math
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -21,6 +23,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from engine_samplers import swapped
 from live_server import live_server
 
 WINDOW = 8
@@ -190,3 +193,36 @@ def test_vllms_prompt_logprobs_score_a_chats_rendered_prompt_and_are_refused_in_
     assert got == pytest.approx(ref.gather(1, torch.tensor(ids[1:]).view(-1, 1)).view(-1).tolist(), abs=2e-4)
     r = httpx.post(server.v1 + "/chat/completions", json={**body, "stream": True}, timeout=60)
     assert r.status_code == 400 and r.json()["error"]["param"] == "prompt_logprobs"
+
+
+class _FailingScorer:
+    """Samples for real, slowly; scoring a prompt fails on purpose."""
+
+    def __init__(self, real) -> None:
+        self.real, self.new_state = real, real.new_state
+
+    def sample(self, logits, states, histories):
+        time.sleep(0.05)
+        return self.real.sample(logits, states, histories)
+
+    def score(self, logits, following, top):
+        raise RuntimeError("a scoring that fails on purpose")
+
+
+def test_a_request_whose_prompt_scoring_fails_ends_alone_with_one_error(server):
+    url = server.v1 + "/completions"
+    no_eos = {str(server.token_id(t)): -100 for t in ("<|im_end|>", "<|endoftext|>")}
+    engine = server.state.engine
+    with swapped(engine, _FailingScorer), ThreadPoolExecutor(2) as pool:
+        good = pool.submit(httpx.post, url, json={"prompt": "Ships", "max_tokens": 20, "temperature": 0,
+                                                  "logit_bias": no_eos}, timeout=120)
+        time.sleep(0.3)  # the good one is decoding when the bad one arrives
+        errors = engine.counters.step_errors
+        # A prompt of one chunk: the step that fails to score it also samples it.
+        bad = httpx.post(url, json={"prompt": "Ships sail", "echo": True, "logprobs": 1, "max_tokens": 2},
+                         timeout=120)
+        assert bad.status_code == 500 and "scoring" in bad.json()["error"]["message"]
+        time.sleep(0.2)  # the engine thread finishes the step the failure happened in
+        assert engine.counters.step_errors == errors + 1, "one failure, reported once"
+        good = good.result()
+    assert good.status_code == 200 and good.json()["usage"]["completion_tokens"] == 20
