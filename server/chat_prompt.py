@@ -70,7 +70,7 @@ RESERVED_TEMPLATE_KWARGS = {
 }
 
 
-def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPrompt:
+def render_chat(req: ChatCompletionRequest, tokenizer, reasoning, generation_prompt: bool = True) -> RenderedPrompt:
     if not getattr(tokenizer, "chat_template", None):
         raise InvalidRequestError(
             "this checkpoint has no chat template, so /v1/chat/completions cannot render messages; "
@@ -84,7 +84,7 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPro
                                       param=f"chat_template_kwargs.{reserved}")
     try:
         text = tokenizer.apply_chat_template(
-            template_messages(req), tools=tools, add_generation_prompt=True, tokenize=False, **kwargs
+            template_messages(req), tools=tools, add_generation_prompt=generation_prompt, tokenize=False, **kwargs
         )
     except Exception as exc:  # jinja raises anything, e.g. raise_exception() in a template
         raise InvalidRequestError(f"the chat template refused these messages: {exc}", param="messages") from None

@@ -43,8 +43,11 @@ from server.protocol.completions import (
     new_completion_id,
 )
 from server.protocol.tokenize import (
+    ChatRenderRequest,
+    CountedTokens,
     DetokenizeRequest,
     DetokenizeResponse,
+    TokenizePromptRequest,
     TokenizeRequest,
     TokenizeResponse,
     TokenPiece,

@@ -1,11 +1,18 @@
-"""Wire models of llama.cpp's `/tokenize` and `/detokenize`.
+"""Wire models of `/tokenize`, `/detokenize` and `/apply-template`.
 
-`{"content", "add_special", "parse_special", "with_pieces"}` -> `{"tokens"}`,
-where a token is an id, or with `with_pieces` an `{"id", "piece"}` object
-whose piece is the token's text -- or its bytes as a list of ints when the
-token alone is not valid UTF-8 (a fragment of a multi-byte character),
-which is llama.cpp's answer to the same problem.
-`{"tokens"}` -> `{"content"}`.
+llama.cpp's `/tokenize`: `{"content", "add_special", "parse_special",
+"with_pieces"}` -> `{"tokens"}`, where a token is an id, or with `with_pieces`
+an `{"id", "piece"}` object whose piece is the token's text -- or its bytes as
+a list of ints when the token alone is not valid UTF-8 (a fragment of a
+multi-byte character), which is llama.cpp's answer to the same problem.
+`/detokenize`: `{"tokens"}` -> `{"content"}`.
+
+vLLM's `/tokenize` forms, told apart by their key: `{"prompt",
+"add_special_tokens"}` (a completion prompt) and `{"messages", ...}` (a chat
+request, rendered as /v1/chat/completions renders it, `add_generation_prompt`
+on by default) -> `{"count", "max_model_len", "tokens"}` (+ `token_strs` with
+`return_token_strs`). llama.cpp's `/apply-template` takes a chat request and
+answers the rendered prompt, `{"prompt"}`: what the server would run for it.
 
 Not for: the tokenizer itself (models/).
 """
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from server.protocol.chat import ChatCompletionRequest
 from server.protocol.common import RequestBody, ResponseModel, TokenId, WireModel
 
 
@@ -24,6 +32,32 @@ class TokenizeRequest(RequestBody):
     # Read `<think>`-style markers in `content` as their special tokens.
     parse_special: bool = True
     with_pieces: bool = False
+
+
+class TokenizePromptRequest(RequestBody):
+    """vLLM's completion form."""
+
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
+    return_token_strs: bool = False
+
+
+class ChatRenderRequest(ChatCompletionRequest):
+    """A chat request rendered, not run: vLLM's chat form of /tokenize and llama.cpp's /apply-template.
+    Every chat field validates as /v1/chat/completions validates it; the sampling ones change nothing."""
+
+    add_generation_prompt: bool = True
+    return_token_strs: bool = False  # /tokenize only
+
+
+class CountedTokens(ResponseModel):
+    """vLLM's /tokenize answer."""
+
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
 
 
 class TokenPiece(ResponseModel):

@@ -1,4 +1,4 @@
-"""The small routes: health, models, props, tokenize, detokenize, metrics.
+"""The small routes: health, models, props, metrics (tokens and templates: routes/tokenize.py).
 
 `/health` answers 503 while the model loads and 200 once it serves (llama.cpp
 and load balancers expect exactly that). `/v1/models` and `/health` are the
@@ -7,16 +7,12 @@ public pair that needs no API key.
 
 from __future__ import annotations
 
-import json
 import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from server.errors import InvalidRequestError
 from server.generation import check_model
-from server.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest
-from server.tokenizer_thread import off_loop
 
 router = APIRouter()
 STARTED = int(time.time())
@@ -87,51 +83,6 @@ async def props(request: Request):
         "kv_pool": {"page_size": info.page_size, "pages": info.pages,
                     "sliding_window": info.spec.sliding_window},
     }
-
-
-@router.post("/tokenize")
-async def tokenize(req: TokenizeRequest, request: Request):
-    state = _state(request)
-    state.require_ready()
-    # The whole answer, JSON text included, is built on a tokenizer thread: for a prompt of millions
-    # of tokens, building a piece per token and serialising them took tens of seconds, and on the
-    # event loop that held every other request (measured: /health waited 41 s behind a 2.6 MB
-    # /tokenize with pieces, 2.4 s without them).
-    body = await off_loop(_tokenize_body, state, req)
-    return Response(body, media_type="application/json")
-
-
-def _tokenize_body(state, req: TokenizeRequest) -> bytes:
-    """The /tokenize answer as JSON bytes, shaped as TokenizeResponse (run on a tokenizer thread)."""
-    ids = state.tokenizer.encode(req.content, add_special_tokens=req.add_special,
-                                 split_special_tokens=not req.parse_special)
-    tokens: list = ids if not req.with_pieces else [{"id": i, "piece": _piece(state.token_bytes(i))} for i in ids]
-    # Separators and ensure_ascii as FastAPI's JSONResponse writes them.
-    return json.dumps({"tokens": tokens}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _piece(raw: bytes) -> str | list[int]:
-    """A token's text, or its bytes as ints when alone they are not UTF-8 (part of a character)."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return list(raw)
-
-
-@router.post("/detokenize")
-async def detokenize(req: DetokenizeRequest, request: Request):
-    state = _state(request)
-    state.require_ready()
-    return DetokenizeResponse(content=await off_loop(_detokenize, state, req.tokens)).model_dump()
-
-
-def _detokenize(state, tokens: list[int]) -> str:
-    """The text of `tokens` (run on a tokenizer thread: a body may carry millions of ids)."""
-    vocab = state.info.spec.vocab_size
-    for i, t in enumerate(tokens):
-        if t >= vocab:
-            raise InvalidRequestError(f"token id {t} is outside the vocabulary (size {vocab})", param=f"tokens.{i}")
-    return state.tokenizer.decode(tokens, skip_special_tokens=False)
 
 
 @router.get("/metrics")

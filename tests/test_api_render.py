@@ -1,0 +1,82 @@
+"""vLLM's /tokenize forms and llama.cpp's /apply-template: a request's prompt, without running it.
+
+`{"messages", ...}` renders a chat request exactly as /v1/chat/completions
+does -- the tokens it reports are the ones a chat completion of the same body
+runs (`prompt_token_ids`) -- and `/apply-template` answers the same rendering
+as text. `{"prompt"}` counts a completion prompt's tokens. Each form is told
+apart by its key, and its errors name its fields.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from live_server import live_server
+
+MESSAGES = [{"role": "system", "content": "You answer briefly."},
+            {"role": "user", "content": "What is the weather in Lima?"}]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                          "required": ["city"]}}}]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as s:
+        yield s
+
+
+def _post(server, path: str, body: dict) -> httpx.Response:
+    return httpx.post(server.base_url + path, json=body, timeout=60)
+
+
+def test_a_tokenized_chat_is_the_prompt_a_chat_completion_of_the_same_body_runs(server):
+    body = {"messages": MESSAGES, "tools": TOOLS, "chat_template_kwargs": {"enable_thinking": False}}
+    ran = _post(server, "/v1/chat/completions", {**body, "max_tokens": 1, "return_token_ids": True})
+    assert ran.status_code == 200, ran.text
+    counted = _post(server, "/tokenize", body)
+    assert counted.status_code == 200, counted.text
+    answer = counted.json()
+    assert answer["tokens"] == ran.json()["prompt_token_ids"]
+    assert answer["count"] == len(answer["tokens"]) and answer["max_model_len"] == server.state.info.max_model_len
+    assert "token_strs" not in answer
+
+    text = _post(server, "/apply-template", body).json()["prompt"]
+    assert server.tokenize(text) == answer["tokens"], "the template's text is the same prompt"
+    # Qwen3 with thinking off opens the turn with an empty thought: the prompt as the model runs it.
+    assert "get_weather" in text and text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_a_chat_without_the_generation_prompt_renders_the_conversation_alone(server):
+    whole = _post(server, "/tokenize", {"messages": MESSAGES}).json()["tokens"]
+    bare = _post(server, "/tokenize", {"messages": MESSAGES, "add_generation_prompt": False,
+                                       "return_token_strs": True}).json()
+    assert whole[:len(bare["tokens"])] == bare["tokens"] and len(bare["tokens"]) < len(whole)
+    assert bare["token_strs"] == server.state.tokenizer.convert_ids_to_tokens(bare["tokens"])
+
+
+def test_vllms_prompt_form_counts_a_completion_prompts_tokens(server):
+    answer = _post(server, "/tokenize", {"prompt": "Ships leave at dawn.", "model": None}).json()
+    assert answer["tokens"] == server.tokenize("Ships leave at dawn.") and answer["count"] == len(answer["tokens"])
+    llama = _post(server, "/tokenize", {"content": "Ships leave at dawn."}).json()
+    assert llama == {"tokens": answer["tokens"]}, "llama.cpp's form keeps its own shape"
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/tokenize", {"text": "no form names this"}, "content"),
+    ("/tokenize", {"messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role"),
+    ("/tokenize", {"prompt": 7}, "prompt"),
+    ("/tokenize", {"prompt": "hi", "add_special": True}, "add_special"),
+    ("/apply-template", {"messages": []}, "messages"),
+])
+def test_a_malformed_render_request_is_a_400_naming_the_field(server, path, body, param):
+    r = _post(server, path, body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param, r.json()
+
+
+def test_a_render_request_for_another_model_is_a_404_naming_it(server):
+    for path in ("/tokenize", "/apply-template"):
+        r = _post(server, path, {"messages": MESSAGES, "model": "someone-else"})
+        assert r.status_code == 404 and "someone-else" in r.json()["error"]["message"], (path, r.text)
