@@ -64,13 +64,14 @@ def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
 # what it returns (not text), or -- `chat_template` -- a client's own Jinja would run on the server, a loop in
 # it holding the server as long as it runs (vLLM refuses it too unless the operator trusts clients).
 RESERVED_TEMPLATE_KWARGS = {
-    **dict.fromkeys(("messages", "tools", "add_generation_prompt", "tokenize", "return_dict", "return_tensors",
+    **dict.fromkeys(("add_generation_prompt", "continue_final_message"), ": it is a field of the request itself"),
+    **dict.fromkeys(("messages", "tools", "tokenize", "return_dict", "return_tensors",
                      "return_assistant_tokens_mask", "tokenizer_kwargs", "padding", "truncation", "max_length"), ""),
     "chat_template": ": the server renders with the checkpoint's own chat template",
 }
 
 
-def render_chat(req: ChatCompletionRequest, tokenizer, reasoning, generation_prompt: bool = True) -> RenderedPrompt:
+def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPrompt:
     if not getattr(tokenizer, "chat_template", None):
         raise InvalidRequestError(
             "this checkpoint has no chat template, so /v1/chat/completions cannot render messages; "
@@ -84,7 +85,8 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning, generation_pro
                                       param=f"chat_template_kwargs.{reserved}")
     try:
         text = tokenizer.apply_chat_template(
-            template_messages(req), tools=tools, add_generation_prompt=generation_prompt, tokenize=False, **kwargs
+            template_messages(req), tools=tools, add_generation_prompt=req.add_generation_prompt,
+            continue_final_message=req.continue_final_message, tokenize=False, **kwargs
         )
     except Exception as exc:  # jinja raises anything, e.g. raise_exception() in a template
         raise InvalidRequestError(f"the chat template refused these messages: {exc}", param="messages") from None

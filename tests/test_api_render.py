@@ -4,7 +4,9 @@
 does -- the tokens it reports are the ones a chat completion of the same body
 runs (`prompt_token_ids`) -- and `/apply-template` answers the same rendering
 as text. `{"prompt"}` counts a completion prompt's tokens. Each form is told
-apart by its key, and its errors name its fields.
+apart by its key, and its errors name its fields. `continue_final_message`
+leaves the final assistant message open, and the chat route answers what the
+model adds to it.
 """
 
 from __future__ import annotations
@@ -80,3 +82,39 @@ def test_a_render_request_for_another_model_is_a_404_naming_it(server):
     for path in ("/tokenize", "/apply-template"):
         r = _post(server, path, {"messages": MESSAGES, "model": "someone-else"})
         assert r.status_code == 404 and "someone-else" in r.json()["error"]["message"], (path, r.text)
+
+
+PREFILLED = [{"role": "user", "content": "Name a harbour."},
+             {"role": "assistant", "content": "The harbour I would name is"}]
+
+
+def test_continue_final_message_leaves_the_assistants_words_open_and_the_model_goes_on(server):
+    body = {"messages": PREFILLED, "add_generation_prompt": False, "continue_final_message": True,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    text = _post(server, "/apply-template", body).json()["prompt"]
+    assert text.endswith("The harbour I would name is"), "no end-of-turn after the client's words"
+    no_eos = {str(server.token_id(t)): -100 for t in ("<|im_end|>", "<|endoftext|>")}
+    chat = _post(server, "/v1/chat/completions", {**body, "max_tokens": 5, "temperature": 0, "logit_bias": no_eos,
+                                                  "return_token_ids": True}).json()
+    raw = _post(server, "/v1/completions", {"prompt": text, "max_tokens": 5, "temperature": 0,
+                                            "logit_bias": no_eos}).json()
+    assert chat["prompt_token_ids"] == server.tokenize(text)
+    assert chat["choices"][0]["message"]["content"] == raw["choices"][0]["text"], \
+        "the answer is what the model added, as a raw completion of the same prompt"
+
+
+def test_a_chat_without_the_generation_prompt_ends_after_the_last_message(server):
+    text = _post(server, "/apply-template", {"messages": MESSAGES, "add_generation_prompt": False}).json()["prompt"]
+    assert text.endswith("What is the weather in Lima?<|im_end|>\n")
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"messages": PREFILLED, "continue_final_message": True}, "continue_final_message"),
+    ({"messages": MESSAGES, "add_generation_prompt": False, "continue_final_message": True}, "messages"),
+    ({"messages": MESSAGES, "chat_template_kwargs": {"continue_final_message": True}},
+     "chat_template_kwargs.continue_final_message"),
+])
+def test_a_contradictory_continuation_is_a_400_naming_the_field(server, body, param):
+    for path in ("/v1/chat/completions", "/apply-template"):
+        r = _post(server, path, body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, (path, r.text)

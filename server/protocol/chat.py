@@ -213,6 +213,11 @@ class ChatCompletionRequest(SamplingFields):
     response_format: ResponseFormat | None = None
     metadata: dict[str, Any] | None = None  # accepted, ignored
     store: bool | None = None  # accepted, ignored
+    # vLLM's: open the assistant's turn after the messages (default), or -- continue_final_message --
+    # leave the final assistant message open so the model goes on with it (an answer's first words
+    # written by the client); the response carries only what the model added.
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
 
     @field_validator("tool_choice", mode="before")
     @classmethod
@@ -233,6 +238,13 @@ class ChatCompletionRequest(SamplingFields):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ChatCompletionRequest:
+        if self.continue_final_message:
+            if self.add_generation_prompt:
+                raise field_error("continue_final_message", "continue_final_message continues the final message, "
+                                  "so add_generation_prompt must be false (it would open a new turn)")
+            if self.messages[-1].role != "assistant":
+                raise field_error("messages", "continue_final_message needs the final message to be the "
+                                  f"assistant's; it is {self.messages[-1].role!r}")
         if self.top_logprobs is not None and not self.logprobs:
             raise field_error("top_logprobs", "top_logprobs requires logprobs to be true")
         names = [t.function.name for t in self.tools or ()]

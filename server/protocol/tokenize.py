@@ -47,7 +47,6 @@ class ChatRenderRequest(ChatCompletionRequest):
     """A chat request rendered, not run: vLLM's chat form of /tokenize and llama.cpp's /apply-template.
     Every chat field validates as /v1/chat/completions validates it; the sampling ones change nothing."""
 
-    add_generation_prompt: bool = True
     return_token_strs: bool = False  # /tokenize only
 
 

@@ -90,7 +90,7 @@ def _tokenize_answer(state, req) -> Response:
     if isinstance(req, TokenizePromptRequest):
         ids = state.tokenizer.encode(req.prompt, add_special_tokens=req.add_special_tokens)
     else:
-        ids = render_chat(req, state.tokenizer, state.info.reasoning, req.add_generation_prompt).token_ids
+        ids = render_chat(req, state.tokenizer, state.info.reasoning).token_ids
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
     counted = CountedTokens(count=len(ids), max_model_len=state.info.max_model_len, tokens=ids, token_strs=strs)
     return _json(counted.model_dump(mode="json"))
@@ -109,7 +109,7 @@ async def apply_template(req: ChatRenderRequest, request: Request):
     """llama.cpp's: the prompt text a chat request renders to (generation prompt included), not run."""
     state = _state(request)
     check_model(req.model, state)
-    prompt = await off_loop(render_chat, req, state.tokenizer, state.info.reasoning, req.add_generation_prompt)
+    prompt = await off_loop(render_chat, req, state.tokenizer, state.info.reasoning)
     return {"prompt": prompt.text}
 
 
