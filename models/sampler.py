@@ -76,8 +76,13 @@ def _penalise(row: torch.Tensor, p: SamplingParams, prompt_ids: list[int], outpu
 
 
 def _mask(row: torch.Tensor, processors: list) -> torch.Tensor:
-    """`row` with every token some processor's `allowed_tokens()` bitmask leaves out at -inf."""
+    """`row` with every token some processor's `allowed_tokens()` bitmask leaves out, or its
+    `banned_tokens()` names, at -inf."""
     for proc in processors:
+        banned_tokens = getattr(proc, "banned_tokens", None)
+        banned = [t for t in banned_tokens() if t < row.shape[0]] if banned_tokens is not None else []
+        if banned:
+            row = row.index_fill(0, torch.tensor(banned, dtype=torch.long), float("-inf"))
         allowed_tokens = getattr(proc, "allowed_tokens", None)
         words = allowed_tokens() if allowed_tokens is not None else None
         if words is None:

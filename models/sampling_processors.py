@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from models.min_tokens import MinTokens
 from models.reasoning_budget import BudgetPlan, ReasoningBudgetMachine
 from models.tool_choice_forcer import ToolChoiceForcer
 
@@ -35,13 +36,15 @@ from models.tool_choice_forcer import ToolChoiceForcer
 def sampling_processors(budget: BudgetPlan | None,
                         forced_call: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None,
                         end_ids: tuple[int, ...], token_bytes: Callable[[int], bytes],
-                        grammars: Sequence = ()) -> list:
+                        grammars: Sequence = (), min_tokens: int = 0) -> list:
     """Processors for one sequence; `forced_call` is (call prefix, closer to wait for, closing message).
 
     `grammars` (models/tool_call_grammar.py, models/response_format_grammar.py) mask; they go last,
     so a token the others force is taken as forced and the grammar only follows it (the forcer's
     prefix ends where the arguments begin, and the call grammar accepts it). The response grammar
     forces one token, the end of turn once its JSON is complete, when no one else forces anything.
+    `min_tokens` bans the end ids until that many tokens are out; a token another processor forces
+    is taken all the same (a grammar whose answer is complete ends the turn).
     """
     procs: list = []
     if budget is not None:
@@ -51,4 +54,6 @@ def sampling_processors(budget: BudgetPlan | None,
         forced, wait_for, message = forced_call
         procs.append(ToolChoiceForcer(forced, wait_for, end_ids=end_ids, closing_message=message))
     procs.extend(grammars)
+    if min_tokens > 0:
+        procs.append(MinTokens(end_ids, min_tokens))
     return procs

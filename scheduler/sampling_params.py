@@ -20,6 +20,7 @@ GREEDY_BELOW = 1e-5  # a temperature under this samples greedily (vLLM's _SAMPLI
 @dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int = 16
+    min_tokens: int = 0  # end ids are banned until this many tokens are out (vLLM's)
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0 = off

@@ -247,6 +247,7 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
     top_k = req.top_k if req.top_k is not None else d.get("top_k", 0)
     return SamplingParams(
         max_tokens=max_tokens,
+        min_tokens=req.min_tokens,
         temperature=req.temperature if req.temperature is not None else d.get("temperature", 1.0),
         top_p=req.top_p if req.top_p is not None else d.get("top_p", 1.0),
         top_k=max(0, top_k),

@@ -185,7 +185,7 @@ def build_runtime(s: ServeSettings):
         if seq.params.response_grammar and grammars is not None:
             masks.append(ResponseGrammar(seq.params.response_grammar, grammars))
         return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes,
-                                   masks)
+                                   masks, seq.params.min_tokens)
 
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
                     eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)

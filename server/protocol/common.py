@@ -135,6 +135,8 @@ class SamplingFields(RequestBody):
 
     model: str | None = None
     max_tokens: TokenCount | None = None
+    # vLLM's: EOS and stop_token_ids are banned until this many tokens are out (stop strings still stop).
+    min_tokens: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
     n: Annotated[int, Field(ge=1, le=128)] = 1
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
@@ -165,6 +167,13 @@ class SamplingFields(RequestBody):
     id_slot: Annotated[int, Field(ge=-1, le=INT32_MAX)] | None = None
     cache_prompt: bool = True
     user: str | None = None  # accepted, ignored
+
+    @model_validator(mode="after")
+    def _min_within_max(self):
+        most = getattr(self, "effective_max_tokens", self.max_tokens)
+        if most is not None and self.min_tokens > most:
+            raise field_error("min_tokens", f"min_tokens ({self.min_tokens}) is more than max_tokens ({most})")
+        return self
 
     @model_validator(mode="after")
     def _prompt_logprobs_whole_only(self):
