@@ -29,7 +29,7 @@ from server.tokenizer_thread import warm as warm_tokenizer_threads
 log = logging.getLogger("anchorage.app")
 
 _KNOWN_ROUTES = {
-    "/health", "/v1/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/metrics",
+    "/health", "/v1/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/responses", "/metrics",
     "/props", "/tokenize", "/detokenize", "/apply-template", "/slots",
 }
 
@@ -114,9 +114,9 @@ def create_app(settings: ServeSettings, *, background_load: bool = True, on_load
     app.state.metrics = metrics
     install_error_handlers(app)
 
-    from server.routes import chat, completions, info, slots, tokenize
+    from server.routes import chat, completions, info, responses, slots, tokenize
 
-    for module in (info, tokenize, chat, completions, slots):
+    for module in (info, tokenize, chat, completions, responses, slots):
         app.include_router(module.router)
     # Added first, so it runs inside the gate: a client without the key gets its 401, not a 413.
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_body_bytes)

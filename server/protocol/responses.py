@@ -1,0 +1,282 @@
+"""Wire models of OpenAI's Responses API (`POST /v1/responses`), and its translation to a chat request.
+
+What it is for: agent SDKs that speak the Responses API (the OpenAI Agents
+SDK's default model, Codex-style clients) send `input` items -- messages,
+`function_call`s the model made, `function_call_output`s, `reasoning` items
+passed back -- with flat `tools` (`{"type": "function", "name", ...}`). This
+module validates that shape (errors name its fields: `input.3.call_id`) and
+turns it into the chat request the server already renders, constrains and
+parses (`to_chat_body`): one template path, one tool-call grammar, one
+reasoning parser for both APIs.
+
+Why a translation: a Responses turn is a chat turn with other spelling. A
+reasoning item passed back becomes the next assistant message's
+`reasoning_content`, so the template replays the thought and the new prompt
+starts with the tokens the server ran (prefix cache and tool-call anchor
+reuse it, as for chat). Nothing is stored: `previous_response_id` and
+`conversation` are refused by name, and a client sends its history as input
+items (what `store: false` clients do).
+
+Not for: the response objects (built in server/routes/responses.py) or
+streaming, which is refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from server.protocol.chat import FUNCTION_NAME_CHARS, _nested
+from server.protocol.common import INT32_MAX, RequestBody, TokenCount, WireModel, field_error
+
+
+def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
+    """`_nested`, its error's path put under `prefix` (an item's index in its list)."""
+    try:
+        return _nested(model, value)
+    except PydanticCustomError as exc:
+        field = (exc.context or {}).get("field", "")
+        raise field_error(f"{prefix}.{field}" if field else prefix, exc.message()) from None
+
+
+class TextPart(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"annotations", "logprobs"})
+
+    type: Literal["input_text", "output_text", "text", "reasoning_text", "summary_text"]
+    text: str
+
+
+class MessageItem(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[TextPart]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        for i, part in enumerate(value):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in ("input_text", "output_text", "text"):
+                raise field_error(f"{i}.type", f"only text parts are supported, got {kind!r}")
+        return [_nested_at(str(i), TextPart, part) for i, part in enumerate(value)]
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class FunctionCallItem(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
+
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
+
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[TextPart]
+
+    def text(self) -> str:
+        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+
+
+class ReasoningItem(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status", "encrypted_content"})
+
+    type: Literal["reasoning"]
+    summary: list[TextPart] = []
+    content: list[TextPart] | None = None
+
+    def text(self) -> str:
+        # The thought itself when the client kept it; else its summary (this server's summary is empty).
+        parts = self.content if self.content else self.summary
+        return "".join(p.text for p in parts)
+
+
+ITEMS: dict[str, type[WireModel]] = {"message": MessageItem, "function_call": FunctionCallItem,
+                                     "function_call_output": FunctionCallOutputItem, "reasoning": ReasoningItem}
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
+
+
+class FunctionTool(WireModel):
+    type: Literal["function"]
+    name: Annotated[str, Field(pattern=f"^[{FUNCTION_NAME_CHARS}]{{1,128}}$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class NamedFunctionChoice(WireModel):
+    type: Literal["function"]
+    name: str
+
+
+class TextFormat(WireModel):
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = None
+    description: str | None = None
+    schema_: Annotated[dict[str, Any] | None, Field(alias="schema")] = None
+    strict: bool | None = None
+
+
+class TextOptions(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"verbosity"})
+
+    format: TextFormat | None = None
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        return _nested(TextFormat, value) if isinstance(value, dict) else value
+
+
+class ReasoningOptions(WireModel):
+    # Accepted, not acted on: the checkpoint's template decides whether it thinks, and
+    # reasoning_budget_tokens (this server's, llama.cpp's) caps how long.
+    effort: str | None = None
+    summary: str | None = None
+    generate_summary: str | None = None
+
+
+class ResponsesRequest(RequestBody):
+    # Accepted and dropped: nothing is stored, there is no background mode, and `include` asks for
+    # parts this server does not produce (encrypted reasoning, search results).
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"metadata", "store", "user", "include", "background",
+                                                          "service_tier", "safety_identifier", "prompt_cache_key",
+                                                          "truncation", "top_logprobs"})
+
+    model: str | None = None
+    input: str | list[InputItem]
+    instructions: str | None = None
+    tools: list[FunctionTool] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedFunctionChoice | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: TokenCount | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    text: TextOptions | None = None
+    reasoning: ReasoningOptions | None = None
+    stream: bool = False
+    # This server's (and llama.cpp's): a thinking budget, as on chat.
+    reasoning_budget_tokens: int | None = None
+    previous_response_id: str | None = None
+    conversation: Any = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _items(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        if not value:
+            raise field_error("", "input must hold at least one item")
+        out = []
+        for i, item in enumerate(value):
+            kind = item.get("type", "message") if isinstance(item, dict) else None
+            model = ITEMS.get(kind) if isinstance(kind, str) else None
+            if model is None:
+                raise field_error(f"{i}.type", f"input items may be {sorted(ITEMS)}; got {kind!r}")
+            out.append(_nested_at(str(i), model, item))
+        return out
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        for i, tool in enumerate(value):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind != "function":
+                raise field_error(f"{i}.type", f"only function tools are supported, got {kind!r}")
+        return value
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _tool_choice(cls, value: Any) -> Any:
+        return _nested(NamedFunctionChoice, value) if isinstance(value, dict) else value
+
+    @field_validator("text", "reasoning", mode="before")
+    @classmethod
+    def _options(cls, value: Any, info) -> Any:
+        model = TextOptions if info.field_name == "text" else ReasoningOptions
+        return _nested(model, value) if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _refused(self) -> ResponsesRequest:
+        if self.previous_response_id is not None:
+            raise field_error("previous_response_id", "responses are not stored on this server: send the "
+                              "conversation so far as input items instead of previous_response_id")
+        if self.conversation is not None:
+            raise field_error("conversation", "conversations are not stored on this server: send the "
+                              "conversation so far as input items")
+        if self.stream:
+            raise field_error("stream", "streaming is not supported on /v1/responses yet; use stream false, "
+                              "or /v1/chat/completions to stream")
+        if self.reasoning_budget_tokens is not None and not -1 <= self.reasoning_budget_tokens <= INT32_MAX:
+            raise field_error("reasoning_budget_tokens", "reasoning_budget_tokens must be -1 (unrestricted) or "
+                              f"0..{INT32_MAX}")
+        return self
+
+    def to_chat_body(self) -> dict[str, Any]:
+        """The chat completion request this turn is: messages, tools, choice and knobs in chat's spelling."""
+        messages: list[dict[str, Any]] = []
+        if self.instructions:
+            messages.append({"role": "system", "content": self.instructions})
+        items = [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else self.input
+        thought: str | None = None  # a reasoning item waits for the assistant message it belongs to
+
+        def assistant() -> dict[str, Any]:
+            # The open assistant message: the last one if nothing came after it, else a new one.
+            nonlocal thought
+            if not messages or messages[-1]["role"] != "assistant" or thought is not None:
+                messages.append({"role": "assistant", "content": ""})
+            if thought is not None:
+                messages[-1]["reasoning_content"] = thought
+                thought = None
+            return messages[-1]
+
+        for item in items:
+            if isinstance(item, ReasoningItem):
+                thought = (thought or "") + item.text()
+            elif isinstance(item, MessageItem) and item.role == "assistant":
+                msg = assistant()
+                msg["content"] += item.text()
+            elif isinstance(item, MessageItem):
+                role = "system" if item.role == "developer" else item.role
+                messages.append({"role": role, "content": item.text()})
+            elif isinstance(item, FunctionCallItem):
+                msg = assistant()
+                msg.setdefault("tool_calls", []).append(
+                    {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}})
+            else:  # FunctionCallOutputItem
+                messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text()})
+        body: dict[str, Any] = {"messages": messages}
+        if self.tools:
+            body["tools"] = [{"type": "function", "function": t.model_dump(exclude_none=True, exclude={"type"})}
+                             for t in self.tools]
+        if isinstance(self.tool_choice, NamedFunctionChoice):
+            body["tool_choice"] = {"type": "function", "function": {"name": self.tool_choice.name}}
+        elif self.tool_choice is not None:
+            body["tool_choice"] = self.tool_choice
+        fmt = self.text.format if self.text else None
+        if fmt is not None and fmt.type == "json_schema":
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": fmt.name or "response", "schema": fmt.schema_ or {}, "strict": fmt.strict}}
+        elif fmt is not None and fmt.type == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        for ours, theirs in (("parallel_tool_calls", "parallel_tool_calls"), ("max_output_tokens", "max_completion_tokens"),
+                             ("temperature", "temperature"), ("top_p", "top_p"),
+                             ("reasoning_budget_tokens", "reasoning_budget_tokens"), ("model", "model")):
+            value = getattr(self, ours)
+            if value is not None:
+                body[theirs] = value
+        return body

@@ -1,0 +1,126 @@
+"""OpenAI's Responses API (`/v1/responses`) with the official SDK, over the chat pipeline.
+
+A turn renders to the prompt the equivalent chat request renders (instructions
+as the system message, flat tools as chat tools); a forced call comes back as
+a `function_call` item with JSON arguments; sending the output items back with
+the call's result makes the next turn, whose prompt starts with the tokens the
+first one ran (the prefix cache reuses them); a cut turn is `incomplete`; and
+what this server does not do (stored responses, streaming, non-function
+tools) is refused naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from live_server import live_server
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city.",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
+                         "required": ["city"]}}]  # an enum: the grammar ends the random model's call quickly
+CHAT_TOOLS = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}} for t in TOOLS]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(client):
+    return client.models.list().data[0].id
+
+
+def _forced_call(client, model):
+    return client.responses.create(model=model, instructions="You check the weather.",
+                                   input="What is the weather in Lima?", tools=TOOLS, tool_choice="required",
+                                   parallel_tool_calls=False,  # the grammar ends the turn after the call
+                                   max_output_tokens=200, temperature=0,
+                                   extra_body={"reasoning_budget_tokens": 8})
+
+
+def test_a_forced_call_comes_back_as_a_function_call_item_of_the_prompt_chat_would_run(client, model, server):
+    r = _forced_call(client, model)
+    assert r.status == "completed" and r.object == "response"
+    calls = [item for item in r.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather" and calls[0].call_id
+    assert isinstance(json.loads(calls[0].arguments)["city"], str), "the call grammar keeps the arguments valid"
+    chat = {"messages": [{"role": "system", "content": "You check the weather."},
+                         {"role": "user", "content": "What is the weather in Lima?"}], "tools": CHAT_TOOLS}
+    rendered = httpx.post(server.base_url + "/tokenize", json=chat, timeout=60).json()
+    assert r.usage.input_tokens == rendered["count"], "the same prompt as the chat request it spells"
+    assert r.usage.output_tokens > 0 and r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
+    thought = [item for item in r.output if item.type == "reasoning"]
+    assert thought and thought[0].content[0].text, "the thought comes back as reasoning_text"
+    assert 0 < r.usage.output_tokens_details.reasoning_tokens < r.usage.output_tokens
+
+
+def test_output_items_sent_back_with_the_result_make_a_next_turn_that_reuses_the_first(client, model, server):
+    first = _forced_call(client, model)
+    [call] = [item for item in first.output if item.type == "function_call"]
+    history = [{"role": "user", "content": "What is the weather in Lima?"},
+               *[item.model_dump(exclude_none=True) for item in first.output],
+               {"type": "function_call_output", "call_id": call.call_id, "output": '{"temperature_c": 19}'}]
+    second = client.responses.create(model=model, instructions="You check the weather.", input=history, tools=TOOLS,
+                                      max_output_tokens=4, temperature=0)
+    assert second.status in ("completed", "incomplete")
+    assert second.usage.input_tokens > first.usage.input_tokens
+    # The first turn's prompt is reused whole (to its last full page of 16). The random model's thought
+    # need not re-tokenize alike when replayed; the demo model's does (the next test).
+    assert second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens // 16 * 16
+
+
+def test_the_demo_models_thought_and_call_sent_back_as_items_are_reused_by_the_next_turn():
+    """With a model whose output re-renders as it was generated, the next turn reuses the first turn's
+    prompt, thought and call: the reasoning item is replayed as the thought it was."""
+    demo_tools = json.loads((ROOT / "configs" / "demo_tools.json").read_text())
+    flat = [{"type": "function", **t["function"]} for t in demo_tools]
+    with live_server(ROOT / "models" / "demo" / "checkpoint", page_size=4, max_model_len=2048,
+                     kv_cache_tokens=8192, served_model_name="demo") as demo:
+        client = openai.OpenAI(base_url=demo.v1, api_key="unused", max_retries=0, timeout=120)
+        first = client.responses.create(model="demo", input="What is 12 + 30?", tools=flat, temperature=0,
+                                        max_output_tokens=300)
+        calls = [item for item in first.output if item.type == "function_call"]
+        assert first.status == "completed" and calls, first.output
+        history = [{"role": "user", "content": "What is 12 + 30?"},
+                   *[item.model_dump(exclude_none=True) for item in first.output],
+                   *[{"type": "function_call_output", "call_id": c.call_id, "output": '{"result": 42}'}
+                     for c in calls]]
+        second = client.responses.create(model="demo", input=history, tools=flat, temperature=0,
+                                         max_output_tokens=300)
+    reused = second.usage.input_tokens_details.cached_tokens
+    thought = first.usage.output_tokens_details.reasoning_tokens
+    assert thought > 0 and reused >= first.usage.input_tokens + thought - 4, (reused, first.usage)
+
+
+def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
+    r = client.responses.create(model=model, input="Tell me a long story.", max_output_tokens=3, temperature=0)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 3
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": "hi", "stream": True}, "stream"),
+    ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools.0.type"),
+    ({"input": [{"type": "computer_call"}]}, "input.0.type"),
+    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input.0.call_id"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0.type"),
+    ({"input": []}, "input"),
+])
+def test_what_this_server_does_not_do_is_a_400_naming_the_field(server, body, param):
+    r = httpx.post(server.v1 + "/responses", json=body, timeout=60)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param, r.json()
