@@ -4,9 +4,10 @@ A turn renders to the prompt the equivalent chat request renders (instructions
 as the system message, flat tools as chat tools); a forced call comes back as
 a `function_call` item with JSON arguments; sending the output items back with
 the call's result makes the next turn, whose prompt starts with the tokens the
-first one ran (the prefix cache reuses them); a cut turn is `incomplete`; and
-what this server does not do (stored responses, streaming, non-function
-tools) is refused naming the field.
+first one ran (the prefix cache reuses them); a cut turn is `incomplete`; a
+streamed turn passes the SDK's own event checks and ends as the whole one;
+and what this server does not do (stored responses, non-function tools) is
+refused naming the field.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 import openai
 import pytest
 
+from engine_samplers import PoisonedSampler, swapped
 from live_server import live_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +115,6 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
 
 @pytest.mark.parametrize("body, param", [
     ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
-    ({"input": "hi", "stream": True}, "stream"),
     ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools.0.type"),
     ({"input": [{"type": "computer_call"}]}, "input.0.type"),
     ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input.0.call_id"),
@@ -124,3 +125,46 @@ def test_what_this_server_does_not_do_is_a_400_naming_the_field(server, body, pa
     r = httpx.post(server.v1 + "/responses", json=body, timeout=60)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param, r.json()
+
+
+def test_a_streamed_turn_sends_each_item_added_filled_and_done_and_ends_as_the_whole_one(client, model):
+    args = dict(model=model, instructions="You check the weather.", input="What is the weather in Lima?",
+                tools=TOOLS, tool_choice="required", parallel_tool_calls=False, max_output_tokens=200, temperature=0,
+                extra_body={"reasoning_budget_tokens": 8})
+    whole = client.responses.create(**args)
+    with client.responses.stream(**args) as stream:  # the SDK's accumulator checks the event order
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert [i.type for i in final.output] == [i.type for i in whole.output]
+    for got, want in zip(final.output, whole.output):
+        if got.type == "function_call":
+            assert (got.name, got.arguments) == (want.name, want.arguments)
+        else:
+            assert got.content[0].text == want.content[0].text
+    assert final.usage.output_tokens == whole.usage.output_tokens
+    assert final.usage.output_tokens_details.reasoning_tokens == whole.usage.output_tokens_details.reasoning_tokens
+    added = [e.item.type for e in events if e.type == "response.output_item.added"]
+    done = [e.item.type for e in events if e.type == "response.output_item.done"]
+    assert added == done == [i.type for i in final.output]
+
+
+def test_a_streamed_turn_cut_by_max_output_tokens_ends_incomplete(client, model):
+    events = list(client.responses.create(model=model, input="Tell me a long story.", max_output_tokens=3,
+                                          temperature=0, stream=True))
+    last = events[-1]
+    assert last.type == "response.incomplete" and last.response.incomplete_details.reason == "max_output_tokens"
+    assert last.response.usage.output_tokens == 3
+
+
+def test_a_streamed_turn_that_fails_midway_ends_with_an_error_event(server, model):
+    with swapped(server.state.engine, lambda real: PoisonedSampler(real, poison=0.321, allowed=2)):
+        r = httpx.post(server.v1 + "/responses", timeout=120, json={
+            "model": model, "input": "Tell me a story.", "max_output_tokens": 12, "stream": True,
+            "temperature": 0.321})
+    assert r.status_code == 200  # the headers went out with the first event
+    events = [json.loads(line[len("data: "):]) for line in r.text.splitlines() if line.startswith("data: ")]
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "error"
+    assert "sampling" in events[-1]["message"]

@@ -17,8 +17,8 @@ reuse it, as for chat). Nothing is stored: `previous_response_id` and
 `conversation` are refused by name, and a client sends its history as input
 items (what `store: false` clients do).
 
-Not for: the response objects (built in server/routes/responses.py) or
-streaming, which is refused by name.
+Not for: the response objects and events (server/routes/responses.py,
+server/output/responses_events.py).
 """
 
 from __future__ import annotations
@@ -218,9 +218,6 @@ class ResponsesRequest(RequestBody):
         if self.conversation is not None:
             raise field_error("conversation", "conversations are not stored on this server: send the "
                               "conversation so far as input items")
-        if self.stream:
-            raise field_error("stream", "streaming is not supported on /v1/responses yet; use stream false, "
-                              "or /v1/chat/completions to stream")
         if self.reasoning_budget_tokens is not None and not -1 <= self.reasoning_budget_tokens <= INT32_MAX:
             raise field_error("reasoning_budget_tokens", "reasoning_budget_tokens must be -1 (unrestricted) or "
                               f"0..{INT32_MAX}")

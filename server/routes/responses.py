@@ -1,4 +1,4 @@
-"""POST /v1/responses: OpenAI's Responses API over the chat pipeline, whole responses only.
+"""POST /v1/responses: OpenAI's Responses API over the chat pipeline, whole or streamed.
 
 The request becomes the chat request it spells (server/protocol/responses.py),
 which renders, constrains and runs exactly as /v1/chat/completions does; the
@@ -7,30 +7,32 @@ Responses order: a `reasoning` item (the thought as `reasoning_text`, summary
 empty), a `message` with one `output_text`, then one `function_call` per
 call. A generation cut by `max_output_tokens` answers `status: "incomplete"`
 with `incomplete_details.reason`. Nothing is stored (`store` is accepted and
-changes nothing), so the response is not retrievable later.
+changes nothing), so the response is not retrievable later. A stream sends
+the Responses events (server/output/responses_events.py), `event:` lines
+named, ending with `response.completed` or `response.incomplete` (no
+`[DONE]`, as OpenAI sends none); a failure after the first event is an
+`error` event.
 """
 
 from __future__ import annotations
 
-import secrets
+import json
 import time
 
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from server.errors import InvalidRequestError
-from server.generation import check_model, collect, submit
-from server.output import parse_output
+from server.errors import APIError, InvalidRequestError
+from server.generation import check_model, collect, raise_if_failed, streaming_body, submit
+from server.output import StreamingOutputParser, ToolCallDelta, parse_output
+from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
 from server.protocol.responses import ResponsesRequest
 from server.routes.chat import _parsed_reasoning, _prepare
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
-
-
-def _id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(24)}"
 
 
 def _chat_request(req: ResponsesRequest) -> ChatCompletionRequest:
@@ -57,30 +59,76 @@ async def responses(req: ResponsesRequest, http_request: Request):
     prompt, params = await off_loop(_prepare, chat, state)
     tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
     stream = await submit(state, prompt.token_ids, params)
+    rid, created = new_item_id("resp"), int(time.time())
+    if req.stream:
+        body = _events(state, req, stream, prompt, tool_format, rid, created)
+        return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     [choice] = await collect(stream, http_request, state.engine, 1)
     cut = choice.finish_reason == "length"
     parsed = parse_output(choice.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open, cut=cut)
     calls = parsed.tool_calls[:1] if req.parallel_tool_calls is False else parsed.tool_calls
-
+    status = "incomplete" if cut else "completed"
     output: list[dict] = []
     if parsed.reasoning:
-        output.append({"type": "reasoning", "id": _id("rs"), "summary": [],
+        output.append({"type": "reasoning", "id": new_item_id("rs"), "summary": [],
                        "content": [{"type": "reasoning_text", "text": parsed.reasoning}]})
     if parsed.content:
-        output.append({"type": "message", "id": _id("msg"), "role": "assistant",
-                       "status": "incomplete" if cut else "completed",
+        output.append({"type": "message", "id": new_item_id("msg"), "role": "assistant", "status": status,
                        "content": [{"type": "output_text", "text": parsed.content, "annotations": [], "logprobs": []}]})
     for call in calls:
-        output.append({"type": "function_call", "id": _id("fc"), "call_id": _id("call"), "name": call.name,
-                       "arguments": call.arguments, "status": "incomplete" if cut else "completed"})
+        output.append({"type": "function_call", "id": new_item_id("fc"), "call_id": new_item_id("call"),
+                       "name": call.name, "arguments": call.arguments, "status": status})
+    usage = _usage(state, prompt, choice.token_ids, choice.stats, bool(parsed.reasoning))
+    return _envelope(req, info, rid, created, status, output, usage)
 
-    stats = choice.stats
-    cached = stats.cached_tokens if stats else 0
-    produced = len(choice.token_ids)
+
+async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, rid: str, created: int):
+    """The event stream of one turn: created, in progress, each item's events, then completed (or incomplete)."""
+    writer = ResponsesEventWriter()
+    parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
+    token_ids: list[int] = []
+    try:
+        snapshot = _envelope(req, state.info, rid, created, "in_progress", [], None)
+        yield _sse(writer.event("response.created", response=snapshot))
+        yield _sse(writer.event("response.in_progress", response=snapshot))
+        async for ev in stream:
+            raise_if_failed(ev)
+            token_ids += ev.token_ids
+            deltas = parser.feed(ev.text)
+            if ev.finish_reason is not None:
+                deltas += parser.finish()
+                writer.incomplete = ev.finish_reason == "length"
+            if req.parallel_tool_calls is False:  # one call was asked for: later ones are dropped
+                deltas = [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
+            for d in deltas:
+                for out in writer.feed(d):
+                    yield _sse(out)
+            if ev.finish_reason is not None:
+                for out in writer.finish():
+                    yield _sse(out)
+                status = "incomplete" if writer.incomplete else "completed"
+                thought = any(item["type"] == "reasoning" for item in writer.items)
+                usage = _usage(state, prompt, token_ids, ev.stats, thought)
+                final = _envelope(req, state.info, rid, created, status, writer.items, usage)
+                yield _sse(writer.event(f"response.{status}", response=final))
+    except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
+        err = exc.body()["error"]
+        yield _sse(writer.event("error", code=err.get("code"), message=err["message"], param=err.get("param")))
+    finally:
+        state.engine.abort(stream.request_id)  # a no-op once finished; frees the pages of a client that left
+
+
+def _sse(payload: dict) -> str:
+    # OpenAI names each event on an `event:` line as well; there is no [DONE] on this API.
+    return f"event: {payload['type']}\ndata: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n\n"
+
+
+def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, output: list[dict], usage) -> dict:
+    """The response object: its items, status and usage, and the request's settings echoed as OpenAI does."""
     return {
-        "id": _id("resp"), "object": "response", "created_at": int(time.time()), "model": info.served_model_name,
-        "status": "incomplete" if cut else "completed",
-        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "id": rid, "object": "response", "created_at": created, "model": info.served_model_name, "status": status,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "error": None, "instructions": req.instructions, "output": output,
         "parallel_tool_calls": req.parallel_tool_calls is not False,
         "tool_choice": _tool_choice(req), "tools": [t.model_dump(exclude_none=True) for t in req.tools or []],
@@ -89,12 +137,17 @@ async def responses(req: ResponsesRequest, http_request: Request):
         "text": {"format": {"type": "text"}} if req.text is None or req.text.format is None
         else {"format": req.text.format.model_dump(by_alias=True, exclude_none=True)},
         "reasoning": {"effort": req.reasoning.effort if req.reasoning else None, "summary": None},
-        "usage": {
-            "input_tokens": len(prompt.token_ids), "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": produced,
-            "output_tokens_details": {"reasoning_tokens": _reasoning_tokens(state, choice.token_ids, parsed)},
-            "total_tokens": len(prompt.token_ids) + produced,
-        },
+        "usage": usage,
+    }
+
+
+def _usage(state, prompt, token_ids: list[int], stats, thought: bool) -> dict:
+    produced = len(token_ids)
+    return {
+        "input_tokens": len(prompt.token_ids), "input_tokens_details": {"cached_tokens": stats.cached_tokens if stats else 0},
+        "output_tokens": produced,
+        "output_tokens_details": {"reasoning_tokens": _reasoning_tokens(state, token_ids, thought)},
+        "total_tokens": len(prompt.token_ids) + produced,
     }
 
 
@@ -104,9 +157,9 @@ def _tool_choice(req: ResponsesRequest):
     return req.tool_choice if isinstance(req.tool_choice, str) else req.tool_choice.model_dump()
 
 
-def _reasoning_tokens(state, token_ids: list[int], parsed) -> int:
+def _reasoning_tokens(state, token_ids: list[int], thought: bool) -> int:
     """Generated tokens up to the thought's closing marker (all of them when the thought was cut)."""
-    if not parsed.reasoning or state.info.reasoning is None:
+    if not thought or state.info.reasoning is None:
         return 0
     end = state.tokenizer.encode(state.info.reasoning.end, add_special_tokens=False)
     for i in range(len(token_ids) - len(end) + 1):
