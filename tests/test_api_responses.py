@@ -23,10 +23,11 @@ from engine_samplers import PoisonedSampler, swapped
 from live_server import live_server
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city.",
+TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city.", "strict": True,
           "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
                          "required": ["city"]}}]  # an enum: the grammar ends the random model's call quickly
-CHAT_TOOLS = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}} for t in TOOLS]
+# What the model reads: `strict` is an instruction to the API (the call grammar holds every call to its schema).
+CHAT_TOOLS = [{"type": "function", "function": {k: v for k, v in t.items() if k not in ("type", "strict")}} for t in TOOLS]
 
 
 @pytest.fixture(scope="module")

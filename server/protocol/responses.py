@@ -258,7 +258,9 @@ class ResponsesRequest(RequestBody):
                 messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text()})
         body: dict[str, Any] = {"messages": messages}
         if self.tools:
-            body["tools"] = [{"type": "function", "function": t.model_dump(exclude_none=True, exclude={"type"})}
+            # `strict` asks the API to hold calls to the schema, which the call grammar does for every tool;
+            # it is no part of the tool the model reads (chat clients rarely send it).
+            body["tools"] = [{"type": "function", "function": t.model_dump(exclude_none=True, exclude={"type", "strict"})}
                              for t in self.tools]
         if isinstance(self.tool_choice, NamedFunctionChoice):
             body["tool_choice"] = {"type": "function", "function": {"name": self.tool_choice.name}}
