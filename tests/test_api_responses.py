@@ -169,3 +169,14 @@ def test_a_streamed_turn_that_fails_midway_ends_with_an_error_event(server, mode
     events = [json.loads(line[len("data: "):]) for line in r.text.splitlines() if line.startswith("data: ")]
     assert events[0]["type"] == "response.created" and events[-1]["type"] == "error"
     assert "sampling" in events[-1]["message"]
+
+
+def test_a_json_schema_text_format_holds_the_answer_to_the_schema(client, model):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
+              "required": ["city"], "additionalProperties": False}
+    r = client.responses.create(model=model, input="Which city?", temperature=0, max_output_tokens=60,
+                                text={"format": {"type": "json_schema", "name": "pick", "schema": schema}},
+                                extra_body={"reasoning_budget_tokens": 4})
+    [message] = [item for item in r.output if item.type == "message"]
+    assert json.loads(message.content[0].text)["city"] in ("Lima", "Oslo")
+    assert r.text.format.type == "json_schema"
