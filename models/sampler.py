@@ -117,6 +117,9 @@ def _draw(row: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> int:
     return int(torch.multinomial(probs, 1, generator=gen))
 
 
+SCORE_ROWS = 64
+
+
 def score(
     logits: torch.Tensor,  # [k, vocab] float32: the logits at k consecutive prompt positions
     following: list[int],  # the k prompt tokens that come after those positions
@@ -124,15 +127,22 @@ def score(
 ) -> list[tuple[float, int, list[tuple[int, float]]]]:
     """Prompt logprobs: each following token's logprob under the model's raw distribution (no penalty,
     bias, temperature or grammar: those shape choices, and a prompt token was not chosen), its rank
-    there (1 + the tokens strictly likelier) and the `top` likeliest tokens, best first."""
-    logprobs = torch.log_softmax(logits, dim=-1)  # [k, vocab]
-    chosen = logprobs.gather(1, torch.tensor(following, dtype=torch.long).view(-1, 1))  # [k, 1]
-    ranks = ((logprobs > chosen).sum(dim=-1) + 1).tolist()
-    chosen = chosen.view(-1).tolist()
-    if not top:
-        return [(lp, rank, []) for lp, rank in zip(chosen, ranks)]
-    vals, idx = torch.topk(logprobs, top, dim=-1)  # [k, top]
-    return [(lp, rank, list(zip(i, v))) for lp, rank, i, v in zip(chosen, ranks, idx.tolist(), vals.tolist())]
+    there (1 + the tokens strictly likelier) and the `top` likeliest tokens, best first.
+
+    Rows go SCORE_ROWS at a time: a prefill chunk scores up to --max-batched-tokens positions, and
+    a log-softmax of them all at once would double the logits' memory (512 x 151,936 floats: 311 MB)."""
+    out: list[tuple[float, int, list[tuple[int, float]]]] = []
+    for start in range(0, logits.shape[0], SCORE_ROWS):
+        logprobs = torch.log_softmax(logits[start:start + SCORE_ROWS], dim=-1)  # [rows, vocab]
+        ids = torch.tensor(following[start:start + SCORE_ROWS], dtype=torch.long).view(-1, 1)
+        chosen = logprobs.gather(1, ids)  # [rows, 1]
+        ranks = ((logprobs > chosen).sum(dim=-1) + 1).tolist()
+        alternatives: list[list[tuple[int, float]]] = [[] for _ in ranks]
+        if top:
+            vals, idx = torch.topk(logprobs, top, dim=-1)  # [rows, top]
+            alternatives = [list(zip(i, v)) for i, v in zip(idx.tolist(), vals.tolist())]
+        out += list(zip(chosen.view(-1).tolist(), ranks, alternatives))
+    return out
 
 
 def sample(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.sampler import new_state, sample
+from models.sampler import SCORE_ROWS, new_state, sample, score
 from scheduler.sampling_params import SamplingParams
 
 
@@ -58,3 +58,18 @@ def test_seeds_that_differ_only_above_32_bits_draw_different_tokens():
     runs = [draws(0), draws(2**32), draws(2**63), draws(-(2**63)), draws(2**64 - 1), draws(0, index=1)]
     assert len({tuple(r) for r in runs}) == len(runs)
     assert draws(2**32) == draws(2**32)  # and a seed still repeats itself
+
+
+def test_scoring_prompt_rows_in_blocks_gives_each_tokens_logprob_rank_and_alternatives():
+    gen = torch.Generator().manual_seed(0)
+    rows = 2 * SCORE_ROWS + 22  # three blocks, the last one short
+    logits = torch.randn(rows, 50, generator=gen) * 3
+    following = torch.randint(0, 50, (rows,), generator=gen).tolist()
+    scored = score(logits, following, 3)
+    logprobs = torch.log_softmax(logits, dim=-1)
+    for r, (lp, rank, top) in enumerate(scored):
+        own = logprobs[r, following[r]]
+        assert abs(lp - float(own)) < 1e-6
+        assert rank == 1 + int((logprobs[r] > own).sum())
+        assert [t for t, _ in top] == torch.topk(logprobs[r], 3).indices.tolist()
+    assert [alt for _, _, alt in score(logits, following, 0)] == [[]] * rows
