@@ -118,3 +118,11 @@ def test_a_contradictory_continuation_is_a_400_naming_the_field(server, body, pa
     for path in ("/v1/chat/completions", "/apply-template"):
         r = _post(server, path, body)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, (path, r.text)
+
+
+def test_detokenize_answers_llama_cpps_content_and_vllms_prompt_and_checks_a_named_model(server):
+    ids = server.tokenize("Ships leave at dawn.")
+    r = _post(server, "/detokenize", {"model": server.state.info.served_model_name, "tokens": ids})
+    assert r.json() == {"content": "Ships leave at dawn.", "prompt": "Ships leave at dawn."}
+    r = _post(server, "/detokenize", {"model": "someone-else", "tokens": ids})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "model"

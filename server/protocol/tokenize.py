@@ -5,7 +5,8 @@ llama.cpp's `/tokenize`: `{"content", "add_special", "parse_special",
 an `{"id", "piece"}` object whose piece is the token's text -- or its bytes as
 a list of ints when the token alone is not valid UTF-8 (a fragment of a
 multi-byte character), which is llama.cpp's answer to the same problem.
-`/detokenize`: `{"tokens"}` -> `{"content"}`.
+`/detokenize`: `{"tokens"}` -> `{"content"}`, and the same text as `prompt`
+for vLLM's clients.
 
 vLLM's `/tokenize` forms, told apart by their key: `{"prompt",
 "add_special_tokens"}` (a completion prompt) and `{"messages", ...}` (a chat
@@ -69,8 +70,10 @@ class TokenizeResponse(ResponseModel):
 
 
 class DetokenizeRequest(RequestBody):
+    model: str | None = None  # vLLM's clients name it
     tokens: list[TokenId]
 
 
 class DetokenizeResponse(BaseModel):
-    content: str
+    content: str  # llama.cpp's name
+    prompt: str  # vLLM's name for the same text

@@ -116,7 +116,9 @@ async def apply_template(req: ChatRenderRequest, request: Request):
 @router.post("/detokenize")
 async def detokenize(req: DetokenizeRequest, request: Request):
     state = _state(request)
-    return DetokenizeResponse(content=await off_loop(_detokenize, state, req.tokens)).model_dump()
+    check_model(req.model, state)
+    text = await off_loop(_detokenize, state, req.tokens)
+    return DetokenizeResponse(content=text, prompt=text).model_dump()
 
 
 def _detokenize(state, tokens: list[int]) -> str:
