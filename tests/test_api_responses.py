@@ -180,3 +180,22 @@ def test_a_json_schema_text_format_holds_the_answer_to_the_schema(client, model)
     [message] = [item for item in r.output if item.type == "message"]
     assert json.loads(message.content[0].text)["city"] in ("Lima", "Oslo")
     assert r.text.format.type == "json_schema"
+
+
+def _items(response) -> list[tuple]:
+    return [(i.type, getattr(i, "status", None),
+             i.arguments if i.type == "function_call" else i.content[0].text) for i in response.output]
+
+
+@pytest.mark.parametrize("extra", [
+    {"tool_choice": "required", "max_output_tokens": 200},  # calls, and whatever the random model writes after
+    {"max_output_tokens": 60},  # cut: text, maybe calls, maybe text again
+])
+def test_whole_and_streamed_turns_agree_item_for_item_in_order_and_status(client, model, extra):
+    two = TOOLS + [{**TOOLS[0], "name": "get_time", "description": "Local time in a city."}]
+    args = dict(model=model, input="What is the weather in Lima?", tools=two, temperature=0,
+                extra_body={"reasoning_budget_tokens": 8}, **extra)
+    whole = client.responses.create(**args)
+    last = list(client.responses.create(stream=True, **args))[-1]  # completed or incomplete: the final response
+    assert last.type == f"response.{whole.status}"
+    assert _items(last.response) == _items(whole)

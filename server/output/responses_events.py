@@ -37,7 +37,7 @@ class ResponsesEventWriter:
         self.items: list[dict[str, Any]] = []  # finished output items, in order
         self._open: dict[str, Any] | None = None  # the item being written
         self._call_index: int | None = None  # the parser's index of the open call
-        self.incomplete = False  # the generation was cut: open items close as incomplete
+        self.incomplete = False  # the generation was cut: the item still open closes as incomplete
 
     def event(self, kind: str, **fields) -> dict[str, Any]:
         out = {"type": kind, "sequence_number": self.sequence, **fields}

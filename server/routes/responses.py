@@ -2,10 +2,11 @@
 
 The request becomes the chat request it spells (server/protocol/responses.py),
 which renders, constrains and runs exactly as /v1/chat/completions does; the
-generation's reading (reasoning, content, calls) becomes output items in the
-Responses order: a `reasoning` item (the thought as `reasoning_text`, summary
-empty), a `message` with one `output_text`, then one `function_call` per
-call. A generation cut by `max_output_tokens` answers `status: "incomplete"`
+generation's reading (reasoning, content, calls, in the order written)
+becomes output items: a `reasoning` item (the thought as `reasoning_text`,
+summary empty), a `message` with one `output_text`, one `function_call` per
+call -- the whole answer built by the stream's own parser and item writer, so
+the two agree item for item. A generation cut by `max_output_tokens` answers `status: "incomplete"`
 with `incomplete_details.reason`. Nothing is stored (`store` is accepted and
 changes nothing), so the response is not retrievable later. A stream sends
 the Responses events (server/output/responses_events.py), `event:` lines
@@ -25,7 +26,7 @@ from pydantic import ValidationError
 
 from server.errors import APIError, InvalidRequestError
 from server.generation import check_model, collect, raise_if_failed, streaming_body, submit
-from server.output import StreamingOutputParser, ToolCallDelta, parse_output
+from server.output import StreamingOutputParser, ToolCallDelta
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
 from server.protocol.responses import ResponsesRequest
@@ -65,22 +66,28 @@ async def responses(req: ResponsesRequest, http_request: Request):
         return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     [choice] = await collect(stream, http_request, state.engine, 1)
-    cut = choice.finish_reason == "length"
-    parsed = parse_output(choice.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open, cut=cut)
-    calls = parsed.tool_calls[:1] if req.parallel_tool_calls is False else parsed.tool_calls
-    status = "incomplete" if cut else "completed"
-    output: list[dict] = []
-    if parsed.reasoning:
-        output.append({"type": "reasoning", "id": new_item_id("rs"), "summary": [],
-                       "content": [{"type": "reasoning_text", "text": parsed.reasoning}]})
-    if parsed.content:
-        output.append({"type": "message", "id": new_item_id("msg"), "role": "assistant", "status": status,
-                       "content": [{"type": "output_text", "text": parsed.content, "annotations": [], "logprobs": []}]})
-    for call in calls:
-        output.append({"type": "function_call", "id": new_item_id("fc"), "call_id": new_item_id("call"),
-                       "name": call.name, "arguments": call.arguments, "status": status})
-    usage = _usage(state, prompt, choice.token_ids, choice.stats, bool(parsed.reasoning))
-    return _envelope(req, info, rid, created, status, output, usage)
+    # The whole answer is read the way its stream is, by the same parser and item writer: the two agree
+    # item for item (order, text, statuses), as a client switching between them expects.
+    writer = ResponsesEventWriter()
+    parser = StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
+    for delta in _kept(req, parser.feed(choice.text) + parser.finish()):
+        writer.feed(delta)
+    writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
+    writer.finish()
+    status = "incomplete" if writer.incomplete else "completed"
+    usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer))
+    return _envelope(req, info, rid, created, status, writer.items, usage)
+
+
+def _kept(req: ResponsesRequest, deltas: list) -> list:
+    """The deltas a turn sends: with parallel_tool_calls false, one call was asked for and later ones go."""
+    if req.parallel_tool_calls is False:
+        return [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
+    return deltas
+
+
+def _thought(writer: ResponsesEventWriter) -> bool:
+    return any(item["type"] == "reasoning" for item in writer.items)
 
 
 async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, rid: str, created: int):
@@ -98,18 +105,15 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, rid
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:
                 deltas += parser.finish()
-                writer.incomplete = ev.finish_reason == "length"
-            if req.parallel_tool_calls is False:  # one call was asked for: later ones are dropped
-                deltas = [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
-            for d in deltas:
+            for d in _kept(req, deltas):
                 for out in writer.feed(d):
                     yield _sse(out)
             if ev.finish_reason is not None:
+                writer.incomplete = ev.finish_reason == "length"  # the item open at the cut, and the turn
                 for out in writer.finish():
                     yield _sse(out)
                 status = "incomplete" if writer.incomplete else "completed"
-                thought = any(item["type"] == "reasoning" for item in writer.items)
-                usage = _usage(state, prompt, token_ids, ev.stats, thought)
+                usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer))
                 final = _envelope(req, state.info, rid, created, status, writer.items, usage)
                 yield _sse(writer.event(f"response.{status}", response=final))
     except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
