@@ -121,6 +121,13 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
     ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input.0.call_id"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0.type"),
     ({"input": []}, "input"),
+    # Found by the chat pipeline the turn becomes, named as the client wrote it:
+    ({"input": "hi", "tool_choice": "required"}, "tool_choice"),
+    ({"input": "word " * 600}, "input"),
+    ({"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}}}},
+     "text.format.schema"),
+    ({"input": "hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+      "tool_choice": {"type": "function", "name": "g"}}, "tool_choice.name"),
 ])
 def test_what_this_server_does_not_do_is_a_400_naming_the_field(server, body, param):
     r = httpx.post(server.v1 + "/responses", json=body, timeout=60)

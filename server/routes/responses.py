@@ -18,6 +18,7 @@ named, ending with `response.completed` or `response.incomplete` (no
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from fastapi import APIRouter, Request
@@ -36,18 +37,37 @@ from server.tokenizer_thread import off_loop
 router = APIRouter()
 
 
+# Chat fields and the Responses fields they come from, for errors the chat pipeline finds: a chat
+# message is no input item one for one (instructions add one, a turn's calls share one), so any
+# message path names `input`.
+_FIELDS = (("messages", "input"), ("response_format.json_schema.schema", "text.format.schema"),
+           ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
+           ("tool_choice.function", "tool_choice"))
+
+
+def responses_param(chat: str | None) -> str | None:
+    """The Responses field a chat request's field came from (`tools.0.function.name` -> `tools.0.name`)."""
+    if not chat:
+        return chat
+    for theirs, ours in _FIELDS:
+        if chat == theirs or chat.startswith(theirs + "."):
+            return "input" if ours == "input" else ours + chat[len(theirs):]
+    match = re.fullmatch(r"tools\.(\d+)\.function(\..+)?", chat)
+    if match:
+        return f"tools.{match.group(1)}{match.group(2) or ''}"
+    return chat
+
+
 def _chat_request(req: ResponsesRequest) -> ChatCompletionRequest:
-    """The chat request `req` spells. Its own checks passed, so what chat still refuses is about the items
-    as a whole (a call output whose call is not in the input, say): the error names `input`."""
+    """The chat request `req` spells; what chat refuses is reported on the Responses field it came from."""
     try:
         return ChatCompletionRequest.model_validate(req.to_chat_body())
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        loc = [str(p) for p in err["loc"] if "[" not in str(p)]
         field = (err.get("ctx") or {}).get("field")
-        raise InvalidRequestError(f"input does not make a valid conversation: {err['msg']} "
-                                  f"(at {where}{'.' + field if field else ''} of the chat it becomes)",
-                                  param="input") from None
+        path = ".".join(loc + ([str(field)] if field else []))
+        raise InvalidRequestError(err["msg"], param=responses_param(path)) from None
 
 
 @router.post("/v1/responses")
@@ -57,7 +77,11 @@ async def responses(req: ResponsesRequest, http_request: Request):
     check_model(req.model, state)
     info = state.info
     chat = _chat_request(req)
-    prompt, params = await off_loop(_prepare, chat, state)
+    try:
+        prompt, params = await off_loop(_prepare, chat, state)
+    except APIError as exc:  # found by the chat pipeline: named as the client wrote it
+        exc.param = responses_param(exc.param)
+        raise
     tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
     stream = await submit(state, prompt.token_ids, params)
     rid, created = new_item_id("resp"), int(time.time())
