@@ -7,7 +7,7 @@
 - `usage_of` / `timings_of` turn the engine's per-choice stats into OpenAI's
   `usage` (with cached prompt tokens) and llama.cpp's `timings`.
 - `chat_logprobs` / `completion_logprobs` shape token logprobs for each API;
-  `echoed_logprobs` puts the prompt's scored tokens before a completion's,
+  `echoed_prompt` puts the prompt's scored tokens before a completion's,
   `prompt_logprobs_of` gives them in vLLM's `prompt_logprobs` shape.
 """
 
@@ -189,20 +189,34 @@ def _whole_prompt(prompt_ids: list[int], prompt_entries) -> None:
         raise ServerError("the engine did not return the prompt's logprobs")
 
 
-def echoed_logprobs(state, prompt_ids: list[int], prompt_entries, entries, text_start: int, k: int) -> dict:
-    """Legacy logprobs of `echo` with `logprobs` k: the prompt's tokens, then the choice's (`entries`, whose
-    text starts at `text_start` in the choice's text). The prompt's first token has nothing before it to
-    be scored by: its logprob and alternatives are null, as OpenAI and vLLM send them."""
+@dataclass
+class EchoedPrompt:
+    """The prompt's part of echoed legacy logprobs, built once per prompt and shared by its choices."""
+
+    logprobs: dict  # tokens, token_logprobs, top_logprobs, text_offset of the prompt's tokens
+    end: int  # where the choice's own tokens start counting text_offset (the prompt's pieces' length)
+
+    def with_choice(self, state, entries) -> dict:
+        """The whole legacy logprobs of a choice: the prompt's, then `entries`' (its generated tokens)."""
+        out = {key: list(values) for key, values in self.logprobs.items()}
+        for key, values in (completion_logprobs(state, entries, self.end) or {}).items():
+            out[key] += values
+        return out
+
+
+def echoed_prompt(state, prompt_ids: list[int], prompt_entries, k: int) -> EchoedPrompt:
+    """Legacy logprobs of `echo` with `logprobs` k, the prompt's part. The prompt's first token has nothing
+    before it to be scored by: its logprob and alternatives are null, as OpenAI and vLLM send them.
+    text_offset counts every token's piece, a BOS the echoed text does not show included (vLLM counts
+    so), so offsets only ever grow."""
     _whole_prompt(prompt_ids, prompt_entries)
     prompt_entries = [TokenLogprob(e.token, e.logprob, e.top[:k]) for e in prompt_entries]
     first = _piece(state, prompt_ids[0])
     out = {"tokens": [_legacy_name(state, prompt_ids[0], first)], "token_logprobs": [None], "top_logprobs": [None],
            "text_offset": [0]}
-    for part in (completion_logprobs(state, prompt_entries, len(first)),
-                 completion_logprobs(state, entries, text_start)):
-        for key, values in (part or {}).items():
-            out[key] += values
-    return out
+    for key, values in (completion_logprobs(state, prompt_entries, len(first)) or {}).items():
+        out[key] += values
+    return EchoedPrompt(out, len(first) + pieces_length(state, prompt_entries))
 
 
 def prompt_logprobs_of(state, prompt_ids: list[int], prompt_entries, k: int) -> list[dict | None]:

@@ -13,7 +13,9 @@ and on chat's rendered prompt, and are refused in a stream, as vLLM does.
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -226,3 +228,37 @@ def test_a_request_whose_prompt_scoring_fails_ends_alone_with_one_error(server):
         assert engine.counters.step_errors == errors + 1, "one failure, reported once"
         good = good.result()
     assert good.status_code == 200 and good.json()["usage"]["completion_tokens"] == 20
+
+
+def test_echoed_offsets_only_grow_when_the_tokenizer_adds_a_bos_the_text_does_not_show(tiny_checkpoint):
+    with live_server(tiny_checkpoint("llama3")) as llama:
+        ids = llama.tokenize("Ships leave at dawn.", headers=None)
+        body = {"prompt": "Ships leave at dawn.", "echo": True, "logprobs": 1, "max_tokens": 3, "temperature": 0}
+        whole = httpx.post(llama.v1 + "/completions", json=body, timeout=60).json()["choices"][0]["logprobs"]
+        events = httpx.post(llama.v1 + "/completions", json={**body, "stream": True}, timeout=60).text
+    prompt = len(llama.state.tokenizer.encode("Ships leave at dawn.", add_special_tokens=True))
+    assert prompt == len(ids) + 1, "the prompt starts with a BOS its text does not show"
+    offsets = whole["text_offset"]
+    assert offsets == sorted(offsets) and len(offsets) == prompt + 3
+    pieces = [llama.state.tokenizer.decode([t], skip_special_tokens=False)
+              for t in llama.state.tokenizer.encode("Ships leave at dawn.", add_special_tokens=True)]
+    assert offsets[prompt] == sum(len(p) for p in pieces), "the generated tokens count on from the prompt's pieces"
+    streamed = [o for line in events.splitlines() if line.startswith("data: {")
+                for c in json.loads(line[6:])["choices"] if c.get("logprobs") for o in c["logprobs"]["text_offset"]]
+    assert streamed == offsets
+
+
+def test_a_whole_scored_response_is_shaped_on_a_tokenizer_thread_not_the_event_loop(server, monkeypatch):
+    state = server.state
+    threads: set[str] = set()
+    original = state.token_bytes
+
+    def recording(token_id: int) -> bytes:
+        threads.add(threading.current_thread().name)
+        return original(token_id)
+
+    monkeypatch.setattr(state, "token_bytes", recording)
+    r = httpx.post(server.v1 + "/completions", json={"prompt": PROMPT, "echo": True, "logprobs": 2, "max_tokens": 2,
+                                                     "n": 2}, timeout=60)
+    assert r.status_code == 200
+    assert threads and all(name.startswith("tokenizer") for name in threads), threads

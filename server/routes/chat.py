@@ -99,12 +99,15 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
             logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
             token_ids=c.token_ids if req.return_token_ids else None,
         ))
+    scored = None
+    if req.prompt_logprobs is not None:  # a piece per token and alternative: on a tokenizer thread
+        scored = await off_loop(prompt_logprobs_of, state, prompt.token_ids, choices[0].prompt_logprobs,
+                                req.prompt_logprobs)
     return ChatCompletion(
         model=info.served_model_name, choices=out, usage=usage_of(len(prompt.token_ids), choices),
         timings=timings_of(choices[0].stats),
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
-        prompt_logprobs=prompt_logprobs_of(state, prompt.token_ids, choices[0].prompt_logprobs, req.prompt_logprobs)
-        if req.prompt_logprobs is not None else None,
+        prompt_logprobs=scored,
     ).model_dump(mode="json")
 
 

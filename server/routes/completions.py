@@ -12,10 +12,11 @@ scored by the tokens before it (how lm-evaluation-harness scores likelihoods).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from scheduler.sampling_params import SamplingParams
 from server.engine_params import to_sampling_params
@@ -25,7 +26,8 @@ from server.generation import (
     collect,
     completion_logprobs,
     continuous_usage,
-    echoed_logprobs,
+    EchoedPrompt,
+    echoed_prompt,
     pieces_length,
     prompt_logprobs_of,
     raise_if_failed,
@@ -88,29 +90,46 @@ async def completions(req: CompletionRequest, http_request: Request):
         results = [await collect(stream, http_request, state.engine, req.n) for stream in streams]
     finally:
         _abort(state, streams)  # a no-op for finished requests; frees the rest if one failed
-    out = [CompletionChoice(
-        index=p * req.n + c.index, text=echoed[p] + c.text,
-        finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
-        logprobs=_choice_logprobs(state, req, prompts[p], choices[0].prompt_logprobs, c.logprobs, len(echoed[p])),
-        token_ids=c.token_ids if req.return_token_ids else None,
-        prompt_token_ids=prompts[p] if req.return_token_ids else None,
-        prompt_logprobs=prompt_logprobs_of(state, prompts[p], choices[0].prompt_logprobs, req.prompt_logprobs)
-        if req.prompt_logprobs is not None else None,
-    ) for p, choices in enumerate(results) for c in choices]
+    # Shaping logprobs decodes a piece per token (and per alternative): for a long scored prompt that is
+    # seconds of work, done on a tokenizer thread, once per prompt, while the event loop serves others.
+    body = await off_loop(_whole_body, state, req, results, prompts, echoed)
+    return Response(body, media_type="application/json")
+
+
+def _whole_body(state, req: CompletionRequest, results, prompts, echoed) -> bytes:
+    """The whole response as JSON bytes (run on a tokenizer thread)."""
+    out = []
+    for p, choices in enumerate(results):
+        scored = choices[0].prompt_logprobs  # the prompt's tokens, scored by the choice that ran it
+        head = echoed_prompt(state, prompts[p], scored, req.logprobs) if req.echo and req.logprobs is not None \
+            else None
+        vllm = prompt_logprobs_of(state, prompts[p], scored, req.prompt_logprobs) \
+            if req.prompt_logprobs is not None else None
+        for c in choices:
+            out.append(CompletionChoice(
+                index=p * req.n + c.index, text=echoed[p] + c.text,
+                finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
+                logprobs=_choice_logprobs(state, req, head, c.logprobs),
+                token_ids=c.token_ids if req.return_token_ids else None,
+                prompt_token_ids=prompts[p] if req.return_token_ids else None,
+                prompt_logprobs=vllm,
+            ))
     every = [c for choices in results for c in choices]
     cached = sum(choices[0].stats.cached_tokens for choices in results if choices[0].stats)
     usage = Usage.of(sum(len(ids) for ids in prompts), sum(len(c.token_ids) for c in every), cached)
-    return Completion(model=state.info.served_model_name, choices=out, usage=usage,
-                      timings=timings_of(results[0][0].stats)).model_dump(mode="json")
+    payload = Completion(model=state.info.served_model_name, choices=out, usage=usage,
+                         timings=timings_of(results[0][0].stats)).model_dump(mode="json")
+    # Separators and ensure_ascii as FastAPI's JSONResponse writes them.
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _choice_logprobs(state, req: CompletionRequest, prompt_ids, prompt_entries, entries, text_start: int):
-    """A choice's legacy logprobs: with echo the prompt's scored tokens come first (its first unscored)."""
+def _choice_logprobs(state, req: CompletionRequest, head: EchoedPrompt | None, entries, start: int = 0):
+    """A choice's legacy logprobs: with echo the prompt's scored tokens (`head`) come first."""
     if req.logprobs is None:
         return None
-    if req.echo:
-        return echoed_logprobs(state, prompt_ids, prompt_entries, entries, text_start, req.logprobs)
-    return completion_logprobs(state, entries, text_start)
+    if head is not None:
+        return head.with_choice(state, entries)
+    return completion_logprobs(state, entries, start)
 
 
 def _abort(state, streams) -> None:
@@ -156,9 +175,10 @@ async def _stream(state, req: CompletionRequest, streams, prompts, echoed):
     cid, model, created = new_completion_id(), state.info.served_model_name, int(time.time())  # one for every chunk
     n = req.n
     choices = len(prompts) * n  # choice p * n + i is prompt p's i-th
-    offsets = [len(echoed[g // n]) for g in range(choices)]  # where each choice's next text starts in its text
+    offsets = [0] * choices  # each choice's next token's text_offset (legacy logprobs)
     prompt_sent = [False] * choices
     prompt_scored = [None] * len(prompts)  # each prompt's scored tokens, from its first choice's first event
+    heads: list[EchoedPrompt | None] = [None] * len(prompts)  # echo with logprobs: each prompt's part, once
     first_stats = [None] * len(prompts)
     continuous = continuous_usage(req)
     by_choice = [0] * choices  # completion tokens so far per choice (continuous usage counts per choice, as vLLM's)
@@ -170,8 +190,13 @@ async def _stream(state, req: CompletionRequest, streams, prompts, echoed):
             if ev.prompt_logprobs is not None:
                 prompt_scored[p] = ev.prompt_logprobs
             first = not prompt_sent[g]
-            if first:  # the echoed prompt's logprobs lead the choice's first chunk, as its text does
-                lp = _choice_logprobs(state, req, prompts[p], prompt_scored[p], ev.logprobs, offsets[g])
+            if first and req.echo and req.logprobs is not None:
+                # The echoed prompt's logprobs lead the choice's first chunk, as its text does; shaped once
+                # per prompt, on a tokenizer thread.
+                if heads[p] is None:
+                    heads[p] = await off_loop(echoed_prompt, state, prompts[p], prompt_scored[p], req.logprobs)
+                lp = heads[p].with_choice(state, ev.logprobs)
+                offsets[g] = heads[p].end
             else:
                 lp = completion_logprobs(state, ev.logprobs, offsets[g]) if req.logprobs is not None else None
             if req.logprobs is not None:
