@@ -3,8 +3,8 @@
 What it is for: one sequence's processor that bans its end tokens -- the
 checkpoint's EOS ids (unless `ignore_eos`) and the request's `stop_token_ids`
 -- until `min_tokens` tokens have been sampled; then it stands aside. Stop
-strings still end the text, as vLLM documents the parameter ("before EOS or
-stop_token_ids can be generated").
+strings are not matched in those tokens either (scheduler/engine.py), as vLLM
+skips its stop checks until the output is that long.
 
 Why it is a processor: it must see every sampled token, forced ones included
 (the sampler hands each processor each token it takes), to count them. No

@@ -294,9 +294,13 @@ class Engine:
         reason = "stop" if terminal else None
         text = ""
         if not terminal:
-            text, hit = live.stops.feed(live.detok.add(token))
-            if hit:
-                reason = "stop"
+            piece = live.detok.add(token)
+            if len(seq.output_ids) <= p.min_tokens:  # min_tokens: no stop string ends these (vLLM's rule)
+                text = piece
+            else:
+                text, hit = live.stops.feed(piece)
+                if hit:
+                    reason = "stop"
         if reason is None and (len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.max_model_len):
             reason = "length"
         self.scheduler.on_sampled(seq, token, reason is not None)

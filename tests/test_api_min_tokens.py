@@ -3,7 +3,8 @@
 With the end-of-turn token pushed to the top (logit_bias), a request stops at
 once -- unless `min_tokens` holds the end back, and then it stops right after
 that many tokens, with `finish_reason: "stop"`. Stop token ids are held back
-alike; a `min_tokens` above `max_tokens` is refused naming the field.
+alike, and stop strings do not match within those tokens; a `min_tokens` above
+`max_tokens` is refused naming the field.
 """
 
 from __future__ import annotations
@@ -54,3 +55,14 @@ def test_min_tokens_holds_back_stop_token_ids_too(server):
 def test_min_tokens_above_max_tokens_is_a_400_naming_min_tokens(server, route, body):
     r = httpx.post(server.v1 + route, json=body, timeout=60)
     assert r.status_code == 400 and r.json()["error"]["param"] == "min_tokens", r.text
+
+
+def test_a_stop_string_in_the_first_min_tokens_does_not_end_the_text(server):
+    the = server.tokenize(" the")[0]
+    ask = {"prompt": "Ships leave at dawn", "max_tokens": 20, "temperature": 0, "logit_bias": {str(the): 100},
+           "stop": [" the"], "ignore_eos": True}
+    eager = httpx.post(server.v1 + "/completions", json=ask, timeout=60).json()
+    assert eager["usage"]["completion_tokens"] == 1 and eager["choices"][0]["text"] == ""
+    held = httpx.post(server.v1 + "/completions", json={**ask, "min_tokens": 4}, timeout=60).json()
+    # Four " the" pass; the fifth matches the stop string, which ends the text before it.
+    assert held["usage"]["completion_tokens"] == 5 and held["choices"][0]["text"] == " the" * 4

@@ -135,7 +135,7 @@ class SamplingFields(RequestBody):
 
     model: str | None = None
     max_tokens: TokenCount | None = None
-    # vLLM's: EOS and stop_token_ids are banned until this many tokens are out (stop strings still stop).
+    # vLLM's: EOS and stop_token_ids are banned, stop strings unmatched, until this many tokens are out.
     min_tokens: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
     n: Annotated[int, Field(ge=1, le=128)] = 1
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
