@@ -126,3 +126,10 @@ def test_detokenize_answers_llama_cpps_content_and_vllms_prompt_and_checks_a_nam
     assert r.json() == {"content": "Ships leave at dawn.", "prompt": "Ships leave at dawn."}
     r = _post(server, "/detokenize", {"model": "someone-else", "tokens": ids})
     assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+
+
+def test_the_chat_form_takes_vllms_add_special_tokens(server):
+    plain = _post(server, "/tokenize", {"messages": MESSAGES, "add_special_tokens": False}).json()["tokens"]
+    special = _post(server, "/tokenize", {"messages": MESSAGES, "add_special_tokens": True}).json()["tokens"]
+    bos = server.state.tokenizer.encode("", add_special_tokens=True)  # what the tokenizer adds (none for Qwen)
+    assert special == bos + plain or special == plain + bos

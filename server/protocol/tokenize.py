@@ -49,6 +49,9 @@ class ChatRenderRequest(ChatCompletionRequest):
     Every chat field validates as /v1/chat/completions validates it; the sampling ones change nothing."""
 
     return_token_strs: bool = False  # /tokenize only
+    # /tokenize only, vLLM's: also the tokenizer's own special tokens (a BOS) around the rendered text. Off
+    # by default: the template writes what the model needs, and the chat route sends it as rendered.
+    add_special_tokens: bool = False
 
 
 class CountedTokens(ResponseModel):

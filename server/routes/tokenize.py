@@ -90,7 +90,9 @@ def _tokenize_answer(state, req) -> Response:
     if isinstance(req, TokenizePromptRequest):
         ids = state.tokenizer.encode(req.prompt, add_special_tokens=req.add_special_tokens)
     else:
-        ids = render_chat(req, state.tokenizer, state.info.reasoning).token_ids
+        rendered = render_chat(req, state.tokenizer, state.info.reasoning)
+        ids = rendered.token_ids if not req.add_special_tokens else \
+            state.tokenizer.encode(rendered.text, add_special_tokens=True)
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
     counted = CountedTokens(count=len(ids), max_model_len=state.info.max_model_len, tokens=ids, token_strs=strs)
     return _json(counted.model_dump(mode="json"))
