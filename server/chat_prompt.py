@@ -94,4 +94,10 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPro
     opened = False
     if reasoning is not None and reasoning.kind == "markers":
         opened = prompt_opens_reasoning(text, reasoning.start, reasoning.end)
+        if req.continue_final_message and not opened:
+            # The client's own words open a thought it did not close (`<think>\nFirst,`): the model goes
+            # on inside it, and what it adds is reasoning until it closes it.
+            prefill = req.messages[-1].content or ""
+            at = prefill.rfind(reasoning.start)
+            opened = at >= 0 and reasoning.end not in prefill[at:] and text.endswith(prefill[at:])
     return RenderedPrompt(text, ids, opened, offer_tools)

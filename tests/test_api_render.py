@@ -133,3 +133,15 @@ def test_the_chat_form_takes_vllms_add_special_tokens(server):
     special = _post(server, "/tokenize", {"messages": MESSAGES, "add_special_tokens": True}).json()["tokens"]
     bos = server.state.tokenizer.encode("", add_special_tokens=True)  # what the tokenizer adds (none for Qwen)
     assert special == bos + plain or special == plain + bos
+
+
+def test_continuing_a_thought_the_client_opened_comes_back_as_reasoning(server):
+    messages = [PREFILLED[0], {"role": "assistant", "content": "<think>\nFirst, the harbour"}]
+    body = {"messages": messages, "add_generation_prompt": False, "continue_final_message": True}
+    text = _post(server, "/apply-template", body).json()["prompt"]
+    assert text.endswith("<think>\nFirst, the harbour")
+    no_end = {str(server.token_id(t)): -100 for t in ("<|im_end|>", "<|endoftext|>", "</think>")}
+    chat = _post(server, "/v1/chat/completions", {**body, "max_tokens": 5, "temperature": 0, "logit_bias": no_end})
+    raw = _post(server, "/v1/completions", {"prompt": text, "max_tokens": 5, "temperature": 0, "logit_bias": no_end})
+    message = chat.json()["choices"][0]["message"]
+    assert message.get("reasoning_content") == raw.json()["choices"][0]["text"] and message.get("content") is None
