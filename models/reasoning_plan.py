@@ -104,6 +104,7 @@ def resolve_plan(
     encode: Callable[[str], Sequence[int]],
     message: str | None = None,
     tool_opener: str | None = None,
+    opened: bool = False,
 ) -> BudgetPlan | None:
     """The machine's plan for an effective `budget`, or None for no machine.
 
@@ -112,7 +113,9 @@ def resolve_plan(
     (llama.cpp tokenizes its tags the same way). `tool_opener` is the
     family's tool-call opener (`FamilyInfo.tool_call_opener`): a call can
     open before the thought closes, and ends it when it does. `message`
-    is `--reasoning-budget-message`, forced before the closer.
+    is `--reasoning-budget-message`, forced before the closer. `opened`: the
+    route found the prompt's last opener open though text follows it (a
+    client's prefilled thought, `continue_final_message`); its tokens count.
 
     -1 -> None (unrestricted). No format -> None (vacuous). A channel
     grammar -> `UnsupportedReasoningBudget`, with the route's message.
@@ -136,7 +139,7 @@ def resolve_plan(
             end_seqs.append(tool)
     forced = (tuple(encode(message)) if message else ()) + closer
     prefill: tuple[int, ...] = ()
-    if prompt_opens_reasoning(prompt_text, start, end):
+    if opened or prompt_opens_reasoning(prompt_text, start, end):
         prefill = tuple(encode(prompt_text[prompt_text.rfind(start) :]))
     return BudgetPlan(
         start_seqs=(tuple(encode(start)),),

@@ -52,7 +52,7 @@ def check_context(n_prompt: int, n_ctx: int, param: str = "messages") -> None:
         raise ExceedContextSizeError(n_prompt, n_ctx, param=param)
 
 
-def _budget_plan(req, state, prompt_text: str):
+def _budget_plan(req, state, prompt_text: str, reasoning_open: bool = False):
     info, s = state.info, state.settings
     budget = effective_budget(req.reasoning_budget_tokens, s.reasoning_budget)
     if budget != -1:
@@ -62,7 +62,8 @@ def _budget_plan(req, state, prompt_text: str):
     encode = lambda text: state.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     opener = info.family.tool_call_opener if info.family else None
     try:
-        return resolve_plan(budget, info.reasoning, prompt_text, encode, s.reasoning_budget_message, opener)
+        return resolve_plan(budget, info.reasoning, prompt_text, encode, s.reasoning_budget_message, opener,
+                            opened=reasoning_open)
     except UnsupportedReasoningBudget as exc:
         raise NotSupportedError(str(exc), param="reasoning_budget_tokens") from None
 
@@ -263,7 +264,7 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,
         n=req.n,
-        reasoning_budget=_budget_plan(req, state, prompt_text),
+        reasoning_budget=_budget_plan(req, state, prompt_text, reasoning_open),
         forced_tool_call=_forced_tool_call(req, state, reasoning_open),
         tool_grammar=_tool_grammar(req, state),
         single_tool_call=_single_call(req),

@@ -145,3 +145,18 @@ def test_continuing_a_thought_the_client_opened_comes_back_as_reasoning(server):
     raw = _post(server, "/v1/completions", {"prompt": text, "max_tokens": 5, "temperature": 0, "logit_bias": no_end})
     message = chat.json()["choices"][0]["message"]
     assert message.get("reasoning_content") == raw.json()["choices"][0]["text"] and message.get("content") is None
+
+
+def test_a_prefilled_open_thought_counts_against_the_reasoning_budget(server):
+    thought = "\nFirst, the harbour"
+    messages = [PREFILLED[0], {"role": "assistant", "content": "<think>" + thought}]
+    already = len(server.state.tokenizer.encode(thought, add_special_tokens=False))
+    closer = server.token_id("</think>")
+    no_end = {str(server.token_id(t)): -100 for t in ("<|im_end|>", "<|endoftext|>", "</think>")}
+    for extra in (0, 3):
+        r = _post(server, "/v1/chat/completions", {
+            "messages": messages, "add_generation_prompt": False, "continue_final_message": True,
+            "reasoning_budget_tokens": already + extra, "max_tokens": 8, "temperature": 0, "logit_bias": no_end,
+            "return_token_ids": True}).json()
+        ids = r["choices"][0]["token_ids"]
+        assert ids[extra] == closer, (extra, ids)  # the prefill's tokens were spent; `extra` more, then closed
