@@ -28,8 +28,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from server.protocol.chat import FUNCTION_NAME_CHARS, _nested
-from server.protocol.common import INT32_MAX, RequestBody, TokenCount, WireModel, field_error
+from server.protocol.chat import FunctionDefinition, _nested
+from server.protocol.common import RequestBody, TokenCount, WireModel, field_error
 
 
 def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
@@ -39,6 +39,11 @@ def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
     except PydanticCustomError as exc:
         field = (exc.context or {}).get("field", "")
         raise field_error(f"{prefix}.{field}" if field else prefix, exc.message()) from None
+
+
+def _text_of(value: str | list[TextPart]) -> str:
+    """A text field that may come as parts, as one string."""
+    return value if isinstance(value, str) else "".join(p.text for p in value)
 
 
 class TextPart(WireModel):
@@ -67,7 +72,7 @@ class MessageItem(WireModel):
         return [_nested_at(str(i), TextPart, part) for i, part in enumerate(value)]
 
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return _text_of(self.content)
 
 
 class FunctionCallItem(WireModel):
@@ -87,7 +92,7 @@ class FunctionCallOutputItem(WireModel):
     output: str | list[TextPart]
 
     def text(self) -> str:
-        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+        return _text_of(self.output)
 
 
 class ReasoningItem(WireModel):
@@ -99,8 +104,7 @@ class ReasoningItem(WireModel):
 
     def text(self) -> str:
         # The thought itself when the client kept it; else its summary (this server's summary is empty).
-        parts = self.content if self.content else self.summary
-        return "".join(p.text for p in parts)
+        return _text_of(self.content or self.summary)
 
 
 ITEMS: dict[str, type[WireModel]] = {"message": MessageItem, "function_call": FunctionCallItem,
@@ -108,12 +112,10 @@ ITEMS: dict[str, type[WireModel]] = {"message": MessageItem, "function_call": Fu
 InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
 
 
-class FunctionTool(WireModel):
+class FunctionTool(FunctionDefinition):
+    """A Responses tool: chat's function definition, flat, with its `type` beside it."""
+
     type: Literal["function"]
-    name: Annotated[str, Field(pattern=f"^[{FUNCTION_NAME_CHARS}]{{1,128}}$")]
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
 
 
 class NamedFunctionChoice(WireModel):
@@ -167,7 +169,7 @@ class ResponsesRequest(RequestBody):
     text: TextOptions | None = None
     reasoning: ReasoningOptions | None = None
     stream: bool = False
-    # This server's (and llama.cpp's): a thinking budget, as on chat.
+    # This server's (and llama.cpp's): a thinking budget, checked and applied as on chat.
     reasoning_budget_tokens: int | None = None
     previous_response_id: str | None = None
     conversation: Any = None
@@ -218,9 +220,6 @@ class ResponsesRequest(RequestBody):
         if self.conversation is not None:
             raise field_error("conversation", "conversations are not stored on this server: send the "
                               "conversation so far as input items")
-        if self.reasoning_budget_tokens is not None and not -1 <= self.reasoning_budget_tokens <= INT32_MAX:
-            raise field_error("reasoning_budget_tokens", "reasoning_budget_tokens must be -1 (unrestricted) or "
-                              f"0..{INT32_MAX}")
         return self
 
     def to_chat_body(self) -> dict[str, Any]:

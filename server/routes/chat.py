@@ -48,6 +48,18 @@ from server.tokenizer_thread import off_loop
 router = APIRouter()
 
 
+def one_call_only(req, deltas: list) -> list:
+    """The deltas a turn sends: with parallel_tool_calls false, one call was asked for and later ones go."""
+    if req.parallel_tool_calls is False:
+        return [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
+    return deltas
+
+
+def tool_format_of(info, prompt):
+    """The tool-call format the output parser reads calls in: the family's, when the prompt offered tools."""
+    return (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
+
+
 def _parsed_reasoning(info):
     """The reasoning format the output parsers can split on: a marker pair, or None.
 
@@ -71,7 +83,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     check_model(req.model, state)
     info = state.info
     prompt, params = await off_loop(_prepare, req, state)
-    tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
+    tool_format = tool_format_of(info, prompt)
     stream = await submit(state, prompt.token_ids, params, req.id_slot)
     if req.stream:
         return StreamingResponse(
@@ -149,9 +161,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             lp = chat_logprobs(state, ev.logprobs) if req.logprobs else None
             ids = ev.token_ids if req.return_token_ids else None
             extras_pending = lp is not None or ids is not None
-            if req.parallel_tool_calls is False:
-                # One call was asked for: later calls are dropped from the stream.
-                deltas = [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
+            deltas = one_call_only(req, deltas)
             for d in deltas:
                 yield chunk(ev.index, delta_dict(d), logprobs=lp, token_ids=ids)
                 lp, ids, extras_pending = None, None, False

@@ -123,13 +123,13 @@ def _whole_body(state, req: CompletionRequest, results, prompts, echoed) -> byte
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _choice_logprobs(state, req: CompletionRequest, head: EchoedPrompt | None, entries, start: int = 0):
+def _choice_logprobs(state, req: CompletionRequest, head: EchoedPrompt | None, entries):
     """A choice's legacy logprobs: with echo the prompt's scored tokens (`head`) come first."""
     if req.logprobs is None:
         return None
     if head is not None:
         return head.with_choice(state, entries)
-    return completion_logprobs(state, entries, start)
+    return completion_logprobs(state, entries)
 
 
 def _abort(state, streams) -> None:

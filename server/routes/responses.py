@@ -25,13 +25,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from server.errors import APIError, InvalidRequestError
+from server.errors import APIError, InvalidRequestError, field_path
 from server.generation import check_model, collect, raise_if_failed, streaming_body, submit
-from server.output import StreamingOutputParser, ToolCallDelta
+from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
 from server.protocol.responses import ResponsesRequest
-from server.routes.chat import _parsed_reasoning, _prepare
+from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
@@ -64,9 +64,8 @@ def _chat_request(req: ResponsesRequest) -> ChatCompletionRequest:
         return ChatCompletionRequest.model_validate(req.to_chat_body())
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"] if "[" not in str(p)]
         field = (err.get("ctx") or {}).get("field")
-        path = ".".join(loc + ([str(field)] if field else []))
+        path = field_path(("body", *err["loc"], *(str(field).split(".") if field else ())))
         raise InvalidRequestError(err["msg"], param=responses_param(path)) from None
 
 
@@ -82,7 +81,7 @@ async def responses(req: ResponsesRequest, http_request: Request):
     except APIError as exc:  # found by the chat pipeline: named as the client wrote it
         exc.param = responses_param(exc.param)
         raise
-    tool_format = (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
+    tool_format = tool_format_of(info, prompt)
     stream = await submit(state, prompt.token_ids, params)
     rid, created = new_item_id("resp"), int(time.time())
     if req.stream:
@@ -94,20 +93,13 @@ async def responses(req: ResponsesRequest, http_request: Request):
     # item for item (order, text, statuses), as a client switching between them expects.
     writer = ResponsesEventWriter()
     parser = StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
-    for delta in _kept(req, parser.feed(choice.text) + parser.finish()):
+    for delta in one_call_only(req, parser.feed(choice.text) + parser.finish()):
         writer.feed(delta)
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
     status = "incomplete" if writer.incomplete else "completed"
     usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer))
     return _envelope(req, info, rid, created, status, writer.items, usage)
-
-
-def _kept(req: ResponsesRequest, deltas: list) -> list:
-    """The deltas a turn sends: with parallel_tool_calls false, one call was asked for and later ones go."""
-    if req.parallel_tool_calls is False:
-        return [d for d in deltas if not (isinstance(d, ToolCallDelta) and d.index > 0)]
-    return deltas
 
 
 def _thought(writer: ResponsesEventWriter) -> bool:
@@ -129,7 +121,7 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, rid
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:
                 deltas += parser.finish()
-            for d in _kept(req, deltas):
+            for d in one_call_only(req, deltas):
                 for out in writer.feed(d):
                     yield _sse(out)
             if ev.finish_reason is not None:
