@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.errors import UnavailableError
+from server.responses_store import ResponsesStore
 from server.settings import ServeSettings
 from server.tokenizer_thread import own_tokenizer
 
@@ -30,6 +31,10 @@ class ServerState:
     slots: Any = None  # slots.slot_table.SlotTable
     slot_identity: Any = None  # slots.identity.SlotIdentity of the serving checkpoint
     ready_event: threading.Event = field(default_factory=threading.Event)
+    responses: ResponsesStore = field(init=False)  # stored Responses API turns
+
+    def __post_init__(self) -> None:
+        self.responses = ResponsesStore(self.settings.responses_store_size)
 
     @property
     def tokenizer(self) -> Any:

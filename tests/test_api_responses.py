@@ -6,8 +6,8 @@ a `function_call` item with JSON arguments; sending the output items back with
 the call's result makes the next turn, whose prompt starts with the tokens the
 first one ran (the prefix cache reuses them); a cut turn is `incomplete`; a
 streamed turn passes the SDK's own event checks and ends as the whole one;
-and what this server does not do (stored responses, non-function tools) is
-refused naming the field.
+and what this server does not do (conversation objects, non-function tools)
+is refused naming the field. Stored turns: tests/test_api_responses_store.py.
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": "hi", "conversation": "conv_1"}, "conversation"),
+    ({"input": "hi", "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
     ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools.0.type"),
     ({"input": [{"type": "computer_call"}]}, "input.0.type"),
     ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input.0.call_id"),

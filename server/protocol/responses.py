@@ -13,9 +13,14 @@ Why a translation: a Responses turn is a chat turn with other spelling. A
 reasoning item passed back becomes the next assistant message's
 `reasoning_content`, so the template replays the thought and the new prompt
 starts with the tokens the server ran (prefix cache and tool-call anchor
-reuse it, as for chat). Nothing is stored: `previous_response_id` and
-`conversation` are refused by name, and a client sends its history as input
-items (what `store: false` clients do).
+reuse it, as for chat). A turn named by `previous_response_id` is the stored
+turn's items (server/responses_store.py), its output, then this input:
+`to_chat_body(history)` renders them as one conversation. `conversation`
+objects are not kept and are refused by name.
+
+Items are stored as the dicts a client would send back (`item_record`, with
+ids, as `GET /v1/responses/{id}/input_items` lists them) and read again with
+the same models (`item_from_record`).
 
 Not for: the response objects and events (server/routes/responses.py,
 server/output/responses_events.py).
@@ -111,6 +116,29 @@ ITEMS: dict[str, type[WireModel]] = {"message": MessageItem, "function_call": Fu
                                      "function_call_output": FunctionCallOutputItem, "reasoning": ReasoningItem}
 InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
 
+_ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+
+
+def item_record(item: InputItem, item_id: str) -> dict[str, Any]:
+    """An input item as stored and listed: OpenAI's spelling (text in typed parts), with an id."""
+    record: dict[str, Any] = {"id": item_id, **item.model_dump(exclude_none=True)}
+    if isinstance(item, MessageItem):
+        kind = "output_text" if item.role == "assistant" else "input_text"
+        record["content"] = [{"type": kind, "text": item.text()}]
+        record["status"] = "completed"
+    elif isinstance(item, FunctionCallItem | FunctionCallOutputItem):
+        record["status"] = "completed"
+    return record
+
+
+def item_from_record(record: dict[str, Any]) -> InputItem:
+    """A stored item (an input record or an output item this server wrote) read as the input item it is."""
+    return ITEMS[record["type"]].model_validate(record)
+
+
+def new_record_id(item: InputItem, token: str) -> str:
+    return f"{_ID_PREFIX[item.type]}_{token}"
+
 
 class FunctionTool(FunctionDefinition):
     """A Responses tool: chat's function definition, flat, with its `type` beside it."""
@@ -151,9 +179,9 @@ class ReasoningOptions(WireModel):
 
 
 class ResponsesRequest(RequestBody):
-    # Accepted and dropped: nothing is stored, there is no background mode, and `include` asks for
-    # parts this server does not produce (encrypted reasoning, search results).
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"metadata", "store", "user", "include", "background",
+    # Accepted and dropped: there is no background mode, and `include` asks for parts this server does
+    # not produce (encrypted reasoning, search results).
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"user", "include", "background",
                                                           "service_tier", "safety_identifier", "prompt_cache_key",
                                                           "truncation", "top_logprobs"})
 
@@ -173,6 +201,8 @@ class ResponsesRequest(RequestBody):
     reasoning_budget_tokens: int | None = None
     previous_response_id: str | None = None
     conversation: Any = None
+    store: bool = True  # OpenAI's default: kept for previous_response_id and GET /v1/responses/{id}
+    metadata: dict[str, str] | None = None  # stored and echoed, as OpenAI does
 
     @field_validator("input", mode="before")
     @classmethod
@@ -189,6 +219,21 @@ class ResponsesRequest(RequestBody):
                 raise field_error(f"{i}.type", f"input items may be {sorted(ITEMS)}; got {kind!r}")
             out.append(_nested_at(str(i), model, item))
         return out
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        # OpenAI's limits, so a client that works here works there.
+        if value is None:
+            return value
+        if len(value) > 16:
+            raise field_error("", f"metadata holds at most 16 pairs, got {len(value)}")
+        for key, text in value.items():
+            if len(key) > 64:
+                raise field_error(key, "metadata keys are at most 64 characters")
+            if len(text) > 512:
+                raise field_error(key, "metadata values are at most 512 characters")
+        return value
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -214,20 +259,25 @@ class ResponsesRequest(RequestBody):
 
     @model_validator(mode="after")
     def _refused(self) -> ResponsesRequest:
-        if self.previous_response_id is not None:
-            raise field_error("previous_response_id", "responses are not stored on this server: send the "
-                              "conversation so far as input items instead of previous_response_id")
         if self.conversation is not None:
-            raise field_error("conversation", "conversations are not stored on this server: send the "
-                              "conversation so far as input items")
+            raise field_error("conversation", "conversation objects are not kept on this server: name the last "
+                              "turn with previous_response_id, or send the conversation so far as input items")
         return self
 
-    def to_chat_body(self) -> dict[str, Any]:
-        """The chat completion request this turn is: messages, tools, choice and knobs in chat's spelling."""
+    def items(self) -> list[InputItem]:
+        """This turn's own input as items (text input is one user message)."""
+        return [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else list(self.input)
+
+    def to_chat_body(self, history: list[InputItem] = ()) -> dict[str, Any]:
+        """The chat completion request this turn is: messages, tools, choice and knobs in chat's spelling.
+
+        `history` is what came before this turn's input (a stored turn's items and output); this turn's
+        `instructions` lead it, as OpenAI does not carry a previous turn's instructions over.
+        """
         messages: list[dict[str, Any]] = []
         if self.instructions:
             messages.append({"role": "system", "content": self.instructions})
-        items = [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else self.input
+        items = [*history, *self.items()]
         thought: str | None = None  # a reasoning item waits for the assistant message it belongs to
 
         def assistant() -> dict[str, Any]:

@@ -7,8 +7,10 @@ becomes output items: a `reasoning` item (the thought as `reasoning_text`,
 summary empty), a `message` with one `output_text`, one `function_call` per
 call -- the whole answer built by the stream's own parser and item writer, so
 the two agree item for item. A generation cut by `max_output_tokens` answers `status: "incomplete"`
-with `incomplete_details.reason`. Nothing is stored (`store` is accepted and
-changes nothing), so the response is not retrievable later. A stream sends
+with `incomplete_details.reason`. A finished turn is stored unless `store` is
+false (server/responses_store.py): `GET /v1/responses/{id}` answers it,
+`.../input_items` lists the items its prompt was built from, `DELETE` drops it,
+and a turn naming it as `previous_response_id` continues its conversation. A stream sends
 the Responses events (server/output/responses_events.py), `event:` lines
 named, ending with `response.completed` or `response.incomplete` (no
 `[DONE]`, as OpenAI sends none); a failure after the first event is an
@@ -25,12 +27,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from server.errors import APIError, InvalidRequestError, field_path
+from server.errors import APIError, InvalidRequestError, NotFoundError, field_path
 from server.generation import check_model, collect, raise_if_failed, streaming_body, submit
 from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
-from server.protocol.responses import ResponsesRequest
+from server.protocol.responses import InputItem, ResponsesRequest, item_from_record, item_record, new_record_id
+from server.responses_store import StoredResponse
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.tokenizer_thread import off_loop
 
@@ -58,10 +61,10 @@ def responses_param(chat: str | None) -> str | None:
     return chat
 
 
-def _chat_request(req: ResponsesRequest) -> ChatCompletionRequest:
+def _chat_request(req: ResponsesRequest, history: list[InputItem]) -> ChatCompletionRequest:
     """The chat request `req` spells; what chat refuses is reported on the Responses field it came from."""
     try:
-        return ChatCompletionRequest.model_validate(req.to_chat_body())
+        return ChatCompletionRequest.model_validate(req.to_chat_body(history))
     except ValidationError as exc:
         err = exc.errors()[0]
         field = (err.get("ctx") or {}).get("field")
@@ -75,7 +78,8 @@ async def responses(req: ResponsesRequest, http_request: Request):
     state.require_ready()
     check_model(req.model, state)
     info = state.info
-    chat = _chat_request(req)
+    context = _context(state, req)
+    chat = _chat_request(req, [item_from_record(r) for r in context])
     try:
         prompt, params = await off_loop(_prepare, chat, state)
     except APIError as exc:  # found by the chat pipeline: named as the client wrote it
@@ -84,8 +88,9 @@ async def responses(req: ResponsesRequest, http_request: Request):
     tool_format = tool_format_of(info, prompt)
     stream = await submit(state, prompt.token_ids, params)
     rid, created = new_item_id("resp"), int(time.time())
+    turn = _Turn(state, req, context, rid, created)
     if req.stream:
-        body = _events(state, req, stream, prompt, tool_format, rid, created)
+        body = _events(state, req, stream, prompt, tool_format, turn)
         return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     [choice] = await collect(stream, http_request, state.engine, 1)
@@ -99,20 +104,95 @@ async def responses(req: ResponsesRequest, http_request: Request):
     writer.finish()
     status = "incomplete" if writer.incomplete else "completed"
     usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer))
-    return _envelope(req, info, rid, created, status, writer.items, usage)
+    return turn.finished(status, writer.items, usage)
+
+
+class _Turn:
+    """One turn's response object, and its storing once finished."""
+
+    def __init__(self, state, req: ResponsesRequest, context: list[dict], rid: str, created: int) -> None:
+        self.state, self.req, self.rid, self.created = state, req, rid, created
+        self.stored = req.store and state.responses.enabled
+        token = rid.removeprefix("resp_")
+        own = req.items()
+        # This turn's input items get ids derived from the response's (unique, and recognisable in listings).
+        self.inputs = [item_record(item, new_record_id(item, f"{token}{i:03d}")) for i, item in enumerate(own)]
+        self.context = context
+
+    def envelope(self, status: str, output: list[dict], usage) -> dict:
+        return _envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
+
+    def finished(self, status: str, output: list[dict], usage) -> dict:
+        response = self.envelope(status, output, usage)
+        if self.stored:
+            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], len(self.inputs)))
+        return response
+
+
+def _context(state, req: ResponsesRequest) -> list[dict]:
+    """The stored items a turn naming `previous_response_id` continues from (none without it)."""
+    if req.previous_response_id is None:
+        return []
+    entry = state.responses.get(req.previous_response_id)
+    if entry is None:
+        # OpenAI's status, message and code (a 400: the request names what is not there).
+        raise InvalidRequestError(f"Previous response with id '{req.previous_response_id}' not found.",
+                                  param="previous_response_id", code="previous_response_not_found")
+    return entry.next_context()
+
+
+def _stored(state, rid: str) -> StoredResponse:
+    entry = state.responses.get(rid)
+    if entry is None:
+        raise NotFoundError(f"Response with id '{rid}' not found.", param="response_id")
+    return entry
+
+
+@router.get("/v1/responses/{rid}")
+async def get_response(rid: str, http_request: Request):
+    return _stored(http_request.app.state.server, rid).response
+
+
+@router.delete("/v1/responses/{rid}")
+async def delete_response(rid: str, http_request: Request):
+    state = http_request.app.state.server
+    _stored(state, rid)
+    state.responses.delete(rid)
+    return {"id": rid, "object": "response", "deleted": True}
+
+
+@router.get("/v1/responses/{rid}/input_items")
+async def input_items(rid: str, http_request: Request, limit: int = 20, order: str = "desc",
+                      after: str | None = None):
+    """The items the turn's prompt was built from, previous turns' included, newest first by default."""
+    if not 1 <= limit <= 100:
+        raise InvalidRequestError(f"limit must be between 1 and 100, got {limit}", param="limit")
+    if order not in ("asc", "desc"):
+        raise InvalidRequestError(f"order must be 'asc' or 'desc', got {order!r}", param="order")
+    items = list(_stored(http_request.app.state.server, rid).context)
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [item["id"] for item in items]
+        if after not in ids:
+            raise InvalidRequestError(f"after names no item of response '{rid}': {after!r}", param="after")
+        items = items[ids.index(after) + 1:]
+    page = items[:limit]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
 
 
 def _thought(writer: ResponsesEventWriter) -> bool:
     return any(item["type"] == "reasoning" for item in writer.items)
 
 
-async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, rid: str, created: int):
+async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, turn: _Turn):
     """The event stream of one turn: created, in progress, each item's events, then completed (or incomplete)."""
     writer = ResponsesEventWriter()
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
     token_ids: list[int] = []
     try:
-        snapshot = _envelope(req, state.info, rid, created, "in_progress", [], None)
+        snapshot = turn.envelope("in_progress", [], None)
         yield _sse(writer.event("response.created", response=snapshot))
         yield _sse(writer.event("response.in_progress", response=snapshot))
         async for ev in stream:
@@ -130,7 +210,7 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, rid
                     yield _sse(out)
                 status = "incomplete" if writer.incomplete else "completed"
                 usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer))
-                final = _envelope(req, state.info, rid, created, status, writer.items, usage)
+                final = turn.finished(status, writer.items, usage)
                 yield _sse(writer.event(f"response.{status}", response=final))
     except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
         err = exc.body()["error"]
@@ -144,7 +224,8 @@ def _sse(payload: dict) -> str:
     return f"event: {payload['type']}\ndata: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n\n"
 
 
-def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, output: list[dict], usage) -> dict:
+def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, output: list[dict], usage,
+              stored: bool) -> dict:
     """The response object: its items, status and usage, and the request's settings echoed as OpenAI does."""
     return {
         "id": rid, "object": "response", "created_at": created, "model": info.served_model_name, "status": status,
@@ -153,7 +234,7 @@ def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, 
         "parallel_tool_calls": req.parallel_tool_calls is not False,
         "tool_choice": _tool_choice(req), "tools": [t.model_dump(exclude_none=True) for t in req.tools or []],
         "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_output_tokens,
-        "previous_response_id": None, "store": False, "metadata": {},
+        "previous_response_id": req.previous_response_id, "store": stored, "metadata": req.metadata or {},
         "text": {"format": {"type": "text"}} if req.text is None or req.text.format is None
         else {"format": req.text.format.model_dump(by_alias=True, exclude_none=True)},
         "reasoning": {"effort": req.reasoning.effort if req.reasoning else None, "summary": None},

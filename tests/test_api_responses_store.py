@@ -1,0 +1,199 @@
+"""Stored Responses API turns: `previous_response_id`, `GET`, `DELETE` and `input_items`.
+
+A finished turn is kept (unless `store: false`); the next turn may name it
+and send only what is new, and renders exactly the prompt the client would
+have rendered by resending everything (the prefix cache then reuses the last
+turn's tokens); a stored turn is answered again, listed item by item, and
+deleted; what is not stored answers an error naming the field (404; 400 as
+`previous_response_id`, OpenAI's status for it); the store is
+bounded, least recently used first out, and an early turn's eviction never
+breaks a later one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from live_server import live_server
+from server.responses_store import ResponsesStore, StoredResponse
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city.",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
+                         "required": ["city"]}}]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(client):
+    return client.models.list().data[0].id
+
+
+def _call_turn(client, model, **extra):
+    return client.responses.create(model=model, instructions="You check the weather.",
+                                   input="What is the weather in Lima?", tools=TOOLS, tool_choice="required",
+                                   parallel_tool_calls=False, max_output_tokens=200, temperature=0,
+                                   extra_body={"reasoning_budget_tokens": 8}, **extra)
+
+
+def _result(first):
+    [call] = [item for item in first.output if item.type == "function_call"]
+    return {"type": "function_call_output", "call_id": call.call_id, "output": '{"temperature_c": 19}'}
+
+
+def test_a_turn_naming_the_previous_response_renders_what_resending_the_history_renders(client, model):
+    first = _call_turn(client, model)
+    assert first.store is True
+    chained = client.responses.create(model=model, previous_response_id=first.id, instructions="You check the weather.",
+                                      input=[_result(first)], tools=TOOLS, max_output_tokens=4, temperature=0)
+    history = [{"role": "user", "content": "What is the weather in Lima?"},
+               *[item.model_dump(exclude_none=True) for item in first.output], _result(first)]
+    resent = client.responses.create(model=model, instructions="You check the weather.", input=history, tools=TOOLS,
+                                     max_output_tokens=4, temperature=0)
+    assert chained.previous_response_id == first.id
+    assert chained.usage.input_tokens == resent.usage.input_tokens > first.usage.input_tokens
+    assert [i.model_dump() for i in chained.output] != [] and _texts(chained) == _texts(resent)
+    # The first turn's prompt is reused whole, to its last full page of 16.
+    assert chained.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens // 16 * 16
+
+
+def _texts(response) -> list[str]:
+    return [i.arguments if i.type == "function_call" else i.content[0].text for i in response.output]
+
+
+def test_a_previous_turns_instructions_are_not_carried_over(client, model, server):
+    first = _call_turn(client, model)
+    bare = client.responses.create(model=model, previous_response_id=first.id, input=[_result(first)], tools=TOOLS,
+                                   max_output_tokens=1, temperature=0)
+    history = [{"role": "user", "content": "What is the weather in Lima?"},
+               *[item.model_dump(exclude_none=True) for item in first.output], _result(first)]
+    resent = client.responses.create(model=model, input=history, tools=TOOLS, max_output_tokens=1, temperature=0)
+    assert bare.usage.input_tokens == resent.usage.input_tokens, "no system message from the first turn"
+
+
+def test_a_stored_turn_is_answered_again_until_it_is_deleted(client, model, server):
+    first = _call_turn(client, model, metadata={"task": "weather"})
+    again = client.responses.retrieve(first.id)
+    assert again.model_dump() == first.model_dump() and again.metadata == {"task": "weather"}
+    deleted = httpx.delete(f"{server.v1}/responses/{first.id}", timeout=30)
+    assert deleted.status_code == 200 and deleted.json() == {"id": first.id, "object": "response", "deleted": True}
+    gone = httpx.get(f"{server.v1}/responses/{first.id}", timeout=30)
+    assert gone.status_code == 404 and gone.json()["error"]["param"] == "response_id"
+    assert httpx.delete(f"{server.v1}/responses/{first.id}", timeout=30).status_code == 404
+
+
+def test_a_streamed_turn_is_stored_as_it_ended(client, model):
+    events = list(client.responses.create(model=model, input="Tell me a story.", max_output_tokens=5, temperature=0,
+                                          stream=True))
+    final = events[-1].response
+    assert events[-1].type == "response.incomplete" and final.output
+    assert client.responses.retrieve(final.id).model_dump() == final.model_dump()
+
+
+def test_a_turn_with_store_false_is_not_kept_and_cannot_be_continued(client, model, server):
+    first = _call_turn(client, model, store=False)
+    assert first.store is False
+    assert httpx.get(f"{server.v1}/responses/{first.id}", timeout=30).status_code == 404
+    r = httpx.post(f"{server.v1}/responses", timeout=60,
+                   json={"model": model, "previous_response_id": first.id, "input": [_result(first)]})
+    assert r.status_code == 400, r.text  # OpenAI's status and code for it
+    error = r.json()["error"]
+    assert error["param"] == "previous_response_id" and first.id in error["message"]
+    assert error["code"] == "previous_response_not_found"
+
+
+def test_input_items_list_the_turns_context_newest_first_and_page(client, model, server):
+    first = _call_turn(client, model)
+    second = client.responses.create(model=model, previous_response_id=first.id, input=[_result(first)],
+                                     max_output_tokens=2, temperature=0)
+    listed = httpx.get(f"{server.v1}/responses/{second.id}/input_items", params={"order": "asc"}, timeout=30).json()
+    kinds = [item["type"] for item in listed["data"]]
+    # The first turn's question, its output (thought and call), then the result this turn sent.
+    assert kinds == ["message", *[i.type for i in first.output], "function_call_output"]
+    assert listed["data"][0]["content"] == [{"type": "input_text", "text": "What is the weather in Lima?"}]
+    assert [i["id"] for i in listed["data"][1:-1]] == [i.id for i in first.output]
+    assert len({item["id"] for item in listed["data"]}) == len(kinds), "every item has its own id"
+    newest = httpx.get(f"{server.v1}/responses/{second.id}/input_items", params={"limit": 1}, timeout=30).json()
+    assert newest["data"] == listed["data"][-1:] and newest["has_more"] is True
+    rest = httpx.get(f"{server.v1}/responses/{second.id}/input_items",
+                     params={"limit": 100, "after": newest["last_id"]}, timeout=30).json()
+    assert rest["data"] == listed["data"][-2::-1] and rest["has_more"] is False
+    bad = httpx.get(f"{server.v1}/responses/{second.id}/input_items", params={"limit": 0}, timeout=30)
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "limit"
+
+
+def test_a_chained_demo_turn_reuses_the_thought_and_call_of_the_one_it_names():
+    """With a model whose output re-renders as it was generated, naming the last turn reuses its prompt,
+    thought and call (the tool-call anchor's case) as resending them does."""
+    demo_tools = json.loads((ROOT / "configs" / "demo_tools.json").read_text())
+    flat = [{"type": "function", **t["function"]} for t in demo_tools]
+    with live_server(ROOT / "models" / "demo" / "checkpoint", page_size=4, max_model_len=2048,
+                     kv_cache_tokens=8192, served_model_name="demo") as demo:
+        client = openai.OpenAI(base_url=demo.v1, api_key="unused", max_retries=0, timeout=120)
+        first = client.responses.create(model="demo", input="What is 12 + 30?", tools=flat, temperature=0,
+                                        max_output_tokens=300)
+        calls = [item for item in first.output if item.type == "function_call"]
+        assert first.status == "completed" and calls, first.output
+        results = [{"type": "function_call_output", "call_id": c.call_id, "output": '{"result": 42}'} for c in calls]
+        second = client.responses.create(model="demo", previous_response_id=first.id, input=results, tools=flat,
+                                         temperature=0, max_output_tokens=300)
+    reused = second.usage.input_tokens_details.cached_tokens
+    thought = first.usage.output_tokens_details.reasoning_tokens
+    assert thought > 0 and reused >= first.usage.input_tokens + thought - 4, (reused, first.usage)
+    assert "42" in second.output_text
+
+
+def test_a_server_that_stores_nothing_says_so_and_refuses_to_continue(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), responses_store_size=0) as s:
+        body = {"input": "hi", "max_output_tokens": 2}
+        first = httpx.post(f"{s.v1}/responses", json=body, timeout=60).json()
+        assert first["store"] is False
+        r = httpx.post(f"{s.v1}/responses", json={**body, "previous_response_id": first["id"]}, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "previous_response_id"
+
+
+def _entry(rid: str, context=(), output=()) -> StoredResponse:
+    return StoredResponse({"id": rid, "output": list(output)}, list(context), len(context))
+
+
+def test_the_store_keeps_the_most_recently_used_turns_up_to_its_size():
+    store = ResponsesStore(2)
+    store.put(_entry("a"))
+    store.put(_entry("b"))
+    assert store.get("a") is not None  # a use: "b" is now the least recent
+    store.put(_entry("c"))
+    assert store.get("b") is None and store.get("a") is not None and store.get("c") is not None
+    assert len(store) == 2
+
+
+def test_an_evicted_early_turn_does_not_break_a_later_one():
+    store = ResponsesStore(2)
+    question = {"id": "msg_1", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    answer = {"id": "msg_2", "type": "message", "role": "assistant", "content": []}
+    store.put(_entry("a", [question], [answer]))
+    follow = {"id": "msg_3", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "and?"}]}
+    store.put(_entry("b", [*store.get("a").next_context(), follow]))
+    store.put(_entry("c"))  # evicts "a"
+    assert store.get("a") is None
+    assert [i["id"] for i in store.get("b").next_context()] == ["msg_1", "msg_2", "msg_3"]
+
+
+def test_a_store_of_size_zero_keeps_nothing():
+    store = ResponsesStore(0)
+    store.put(_entry("a"))
+    assert not store.enabled and store.get("a") is None
