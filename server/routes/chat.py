@@ -39,6 +39,7 @@ from server.protocol import (
     ChatCompletionMessage,
     ChatCompletionRequest,
     ChunkChoice,
+    NamedToolChoice,
     Usage,
     new_chat_id,
 )
@@ -70,8 +71,10 @@ def _parsed_reasoning(info):
     return fmt if fmt is not None and fmt.kind == "markers" else None
 
 
-def _finish_reason(engine_reason: str | None, has_calls: bool) -> str | None:
-    if engine_reason == "stop" and has_calls:
+def _finish_reason(engine_reason: str | None, has_calls: bool, req: ChatCompletionRequest) -> str | None:
+    # A call the client named is what it asked for, not the model's choice to call: OpenAI answers "stop"
+    # then, and "tool_calls" for calls under `auto` or `required` (vLLM follows it).
+    if engine_reason == "stop" and has_calls and not isinstance(req.tool_choice, NamedToolChoice):
         return "tool_calls"
     return engine_reason if engine_reason in ("stop", "length") else "stop"
 
@@ -107,7 +110,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
             tool_calls=parsed.tool_calls_payload() or None,
         )
         out.append(ChatCompletionChoice(
-            index=c.index, message=msg, finish_reason=_finish_reason(c.finish_reason, bool(parsed.tool_calls)),
+            index=c.index, message=msg, finish_reason=_finish_reason(c.finish_reason, bool(parsed.tool_calls), req),
             logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
             token_ids=c.token_ids if req.return_token_ids else None,
         ))
@@ -171,7 +174,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             if ev.finish_reason is not None:
                 if ev.index == 0:
                     stats0 = ev.stats
-                reason = _finish_reason(ev.finish_reason, parser.has_tool_calls)
+                reason = _finish_reason(ev.finish_reason, parser.has_tool_calls, req)
                 yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
