@@ -232,7 +232,9 @@ def api_error_from_validation(errors: list[Mapping[str, Any]]) -> APIError:
     path, message = _describe(first)
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
-    return InvalidRequestError(message, param=path or None)
+    ctx = first.get("ctx")
+    code = ctx.get("code") if isinstance(ctx, Mapping) else None  # a validator's (`field_error(code=...)`)
+    return InvalidRequestError(message, param=path or None, code=code)
 
 
 def _is_raw_body_error(error: Mapping[str, Any]) -> bool:

@@ -230,6 +230,21 @@ def test_a_bad_request_gets_its_status_type_and_a_message_naming_the_problem(htt
         assert word.lower() in err["message"].lower(), err
 
 
+@pytest.mark.parametrize("path, tool, param", [
+    (C, {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": "city"}}},
+     "tools.0.function.parameters"),
+    ("/v1/responses", {"type": "function", "name": "f", "parameters": {"type": "object", "required": "city"}},
+     "tools.0.parameters"),
+])
+def test_tool_parameters_that_are_no_json_schema_are_refused_as_openai_refuses_them(http, path, tool, param):
+    body = chat(tools=[tool]) if path == C else {"input": "hi", "tools": [tool]}
+    r = http.post(path, json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert (err["param"], err["code"]) == (param, "invalid_function_parameters")
+    assert "Invalid schema for function 'f': 'city' is not of type 'array' (at required)" in err["message"]
+
+
 def test_an_over_long_prompt_reports_its_size_and_the_context(http):
     r = http.post(P, json=completion(prompt=[5] * (N_CTX + 10)))
     err = r.json()["error"]

@@ -35,6 +35,7 @@ from pydantic import Field, ValidationError, field_validator, model_serializer, 
 from pydantic_core import PydanticCustomError
 
 from server.output.tool_calls import FUNCTION_NAME_CHARS
+from server.protocol.json_schema_check import schema_problem
 from server.protocol.common import (
     ResponseModel,
     SamplingFields,
@@ -162,6 +163,15 @@ class FunctionDefinition(WireModel):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _parameters_are_a_schema(self) -> FunctionDefinition:
+        problem = schema_problem(self.parameters) if self.parameters is not None else None
+        if problem is not None:
+            # OpenAI's wording and code for it.
+            raise field_error("parameters", f"Invalid schema for function '{self.name}': {problem}",
+                              code="invalid_function_parameters")
+        return self
 
 
 class ToolDefinition(WireModel):

@@ -41,11 +41,11 @@ TokenCount = Annotated[int, Field(ge=1, le=INT32_MAX)]
 TokenId = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
-def field_error(field: str, message: str, kind: str = "invalid_field") -> PydanticCustomError:
-    """An error about `field` (a dotted path below the validated object)."""
+def field_error(field: str, message: str, kind: str = "invalid_field", code: str | None = None) -> PydanticCustomError:
+    """An error about `field` (a dotted path below the validated object); `code` becomes the error's code."""
     # pydantic substitutes only `{key}` for keys of the context, so the
     # message is used as is (short of a literal "{field}").
-    return PydanticCustomError(kind, message, {"field": field})
+    return PydanticCustomError(kind, message, {"field": field, **({"code": code} if code else {})})
 
 
 class WireModel(BaseModel):

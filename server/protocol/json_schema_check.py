@@ -1,0 +1,33 @@
+"""Is a client's JSON schema a JSON schema at all? Checked against its meta-schema.
+
+What it is for: a tool's `parameters` is a JSON schema the call grammar
+compiles and the model reads. One that breaks the meta-schema (`"type": 5`,
+`"required": "city"`, `"properties": []`) is the client's mistake, and OpenAI
+answers it with a 400 (`invalid_function_parameters`, "Invalid schema for
+function 'f': ..."), so this server does too rather than serving the tool
+unconstrained. A schema that is valid but uses what the grammar engine cannot
+compile is another matter (server/engine_params.py leaves those calls
+unconstrained, logged).
+
+Why jsonschema: it carries every draft's meta-schema and picks the one a
+`$schema` names (draft 2020-12 when none does), which is the check itself;
+writing it again would only be wrong in new ways.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """What makes `schema` no JSON schema (the deepest failing part first), or None when it is one."""
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        where = ".".join(str(p) for p in exc.path)
+        return f"{exc.message} (at {where})" if where else exc.message
+    return None
