@@ -245,6 +245,33 @@ def test_tool_parameters_that_are_no_json_schema_are_refused_as_openai_refuses_t
     assert "Invalid schema for function 'f': 'city' is not of type 'array' (at required)" in err["message"]
 
 
+def _nested(depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return {"type": "object", "properties": {"a": schema}}
+
+
+@pytest.mark.parametrize("parameters, words", [
+    ({"$schema": 5}, "$schema must be a string"),
+    ({"$schema": []}, "$schema must be a string"),
+    (_nested(600), "nests too deeply"),
+])
+def test_tool_parameters_the_check_cannot_read_are_a_400_not_a_500(http, parameters, words):
+    r = http.post(C, json=chat(tools=[{"type": "function", "function": {"name": "f", "parameters": parameters}}]))
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "tools.0.function.parameters" and words in err["message"], err
+
+
+def test_a_pattern_in_ecma_regex_syntax_is_a_schema_the_tool_may_use(http):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "^\\p{Lu}+$"}}}}}
+    r = http.post("/apply-template", json=chat(tools=[tool]))  # (the chat itself outgrows this server's context)
+    assert r.status_code == 200, r.text
+    assert "\\p{Lu}" in r.json()["prompt"]
+
+
 def test_an_over_long_prompt_reports_its_size_and_the_context(http):
     r = http.post(P, json=completion(prompt=[5] * (N_CTX + 10)))
     err = r.json()["error"]

@@ -25,9 +25,16 @@ from jsonschema.validators import validator_for
 
 def schema_problem(schema: dict[str, Any]) -> str | None:
     """What makes `schema` no JSON schema (the deepest failing part first), or None when it is one."""
+    dialect = schema.get("$schema")
+    if dialect is not None and not isinstance(dialect, str):
+        return f"$schema must be a string naming a JSON Schema dialect, got {dialect!r}"  # validator_for hashes it
     try:
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+        # No format checks: a `pattern` is an ECMA-262 regex (`\p{Lu}`), which the grammar engine reads and
+        # Python's `re` (jsonschema's "regex" format check) would refuse.
+        validator_for(schema, default=Draft202012Validator).check_schema(schema, format_checker=None)
     except SchemaError as exc:
         where = ".".join(str(p) for p in exc.path)
         return f"{exc.message} (at {where})" if where else exc.message
+    except RecursionError:  # the JSON parser admits deeper nesting than the check can walk
+        return "the schema nests too deeply to check"
     return None
