@@ -126,6 +126,12 @@ def _tool_grammar(req, state) -> str | None:
     grammar = call_grammar(offered, vocabulary, _single_call(req))
     error = vocabulary.grammars.error(grammar)
     if error is not None:
+        choice = req.tool_choice
+        if choice == "required" or (choice is not None and not isinstance(choice, str)):
+            # A forced call is the grammar's to keep to the offered tools: unconstrained, the model may
+            # call a tool never offered or write the call as text. Refused by name instead.
+            _refuse_uncompilable_tool(req, vocabulary, "tool_choice " + ("required" if choice == "required"
+                                                                          else "naming it"))
         log.warning("tool calls of this request are not constrained: %s", error)
         return None
     return grammar
@@ -135,7 +141,7 @@ def _single_call(req) -> bool:
     return getattr(req, "parallel_tool_calls", None) is False
 
 
-def _refuse_uncompilable_tool(req, vocabulary, fmt_type: str) -> None:
+def _refuse_uncompilable_tool(req, vocabulary, what_needs_it: str) -> None:
     """A 400 naming the first offered tool whose parameters llguidance cannot compile, if there is one."""
     for tool in _offered_tools(req):
         error = vocabulary.grammars.error(call_grammar([tool], vocabulary))
@@ -143,8 +149,8 @@ def _refuse_uncompilable_tool(req, vocabulary, fmt_type: str) -> None:
             name = tool["function"]["name"]
             index = next(j for j, offered in enumerate(req.tools) if offered.function.name == name)
             param = f"tools.{index}.function.parameters"
-            raise InvalidRequestError(f"{param} cannot be enforced together with response_format {fmt_type}: "
-                                      f"{error}", param=param)
+            raise InvalidRequestError(f"{param} cannot be enforced together with {what_needs_it}: {error}",
+                                      param=param)
 
 
 def thought_tokens(reasoning, encode) -> tuple[int, int] | None:
@@ -187,7 +193,7 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
         # Only now, off the usual path, is each tool compiled alone: the calls are part of the one turn
         # grammar, so they cannot be left unconstrained as they are without a response_format, and a
         # tool's schema is refused by name instead of blamed on the format.
-        _refuse_uncompilable_tool(req, info.call_grammar, fmt.type)
+        _refuse_uncompilable_tool(req, info.call_grammar, f"response_format {fmt.type}")
     param = "response_format.json_schema.schema" if fmt.type == "json_schema" else "response_format"
     if error is not None:
         raise InvalidRequestError(f"{param} cannot be enforced: {error}", param=param)

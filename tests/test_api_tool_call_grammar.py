@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import openai
 import pytest
 from openai import OpenAI
 
@@ -74,6 +75,24 @@ def test_a_named_tool_choice_gets_that_tools_schema(client):
     # finished is that tool's, and fits its schema.
     calls = _finished_calls(choice)
     assert calls and all(call.function.name == "ping" and _fits(call) for call in calls), choice
+
+
+# A valid schema the grammar engine cannot compile ("not" is outside what llguidance reads).
+UNREADABLE = {"type": "function", "function": {"name": "odd", "parameters": {"type": "object", "properties": {
+    "x": {"not": {"type": "string"}}}}}}
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "odd"}}])
+def test_a_forced_call_to_a_tool_the_grammar_cannot_compile_is_refused_naming_it(client, choice):
+    with pytest.raises(openai.BadRequestError) as caught:
+        _ask(client, tools=[SET_HEATING, UNREADABLE], tool_choice=choice)
+    error = caught.value.body
+    assert error["param"] == "tools.1.function.parameters" and "tool_choice" in error["message"], error
+
+
+def test_under_auto_a_tool_the_grammar_cannot_compile_leaves_the_calls_unconstrained(client):
+    # The model's choice to call is its own: the turn runs, as it did before grammars.
+    assert _ask(client, tools=[SET_HEATING, UNREADABLE], max_tokens=4).finish_reason in ("length", "stop")
 
 
 @pytest.fixture(scope="module")
