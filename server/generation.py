@@ -58,6 +58,15 @@ class ChoiceResult:
     stats: ChoiceStats | None = None
     error: str | None = None
     prompt_logprobs: list | None = None  # the prompt's scored tokens, on the choice that scored them
+    stop_token: int | None = None  # the EOS or stop id that ended it; None for a stop string or a cut
+
+    def cut_short(self, eos_ids) -> bool:
+        """Ended other than by the model's own end: at max_tokens, or by the client's stop string or stop
+        id. A stream ends such a text as it stands (a call announced stays a call, its arguments as far as
+        they got), and the whole response reads it so too (`parse_output(..., cut=True)`)."""
+        if self.finish_reason == "length":
+            return True
+        return self.finish_reason == "stop" and self.stop_token not in eos_ids
 
     def add(self, ev: StreamEvent) -> None:
         if ev.prompt_logprobs is not None:
@@ -67,6 +76,7 @@ class ChoiceResult:
         self.logprobs.extend(ev.logprobs)
         if ev.finish_reason is not None:
             self.finish_reason, self.stats, self.error = ev.finish_reason, ev.stats, ev.error
+            self.stop_token = ev.stop_token
 
 
 def continuous_usage(req) -> bool:

@@ -337,6 +337,19 @@ def test_a_streamed_tool_call_announces_the_call_then_its_arguments(server, clie
     assert not any(c.choices[0].delta.content for c in chunks if c.choices)
 
 
+def test_a_call_cut_by_a_stop_string_comes_back_as_the_same_partial_call_whole_and_streamed(server, client, model):
+    base, steer = _forced_weather_call(server, client, model, [{"role": "user", "content": "Weather in Oslo?"}])
+    whole = client.chat.completions.create(**base, **steer, stop=["}}"]).choices[0]
+    chunks = list(client.chat.completions.create(**base, **steer, stop=["}}"], stream=True))
+    deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    streamed = (deltas[0].function.name, "".join(d.function.arguments or "" for d in deltas))
+    [call] = whole.message.tool_calls
+    assert (call.function.name, call.function.arguments) == streamed == ("get_weather", "{")
+    assert whole.message.content is None, "no call markup leaks into the content"
+    reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert reasons == [whole.finish_reason]
+
+
 def test_a_call_cut_by_max_tokens_comes_back_as_the_same_partial_call_whole_and_streamed(server, client, model):
     base, steer = _forced_weather_call(server, client, model, [{"role": "user", "content": "Weather in Lima?"}])
     forced = server.tokenize('<tool_call>\n{"name": "get_weather", "arguments": ')

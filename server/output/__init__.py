@@ -50,7 +50,8 @@ def parse_output(
     prompt_opened: bool = False,
     cut: bool = False,
 ) -> ParsedOutput:
-    """The whole-text reading of one generation. `cut`: it ended at max_tokens, so it is read as its
+    """The whole-text reading of one generation. `cut`: it ended at max_tokens or at the client's stop
+    (ChoiceResult.cut_short), not where the model ended it, so it is read as its
     stream is -- a call announced before the cut stays a call, its arguments as far as they got, as
     OpenAI returns a cut call -- and a streamed and a whole response of one generation agree."""
     if cut:

@@ -98,7 +98,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     out = []
     for c in choices:
         parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open,
-                              cut=c.finish_reason == "length")
+                              cut=c.cut_short(state.engine.eos_ids))
         if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
             # One call was asked for; later ones are dropped, not turned into content.
             parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])
