@@ -236,6 +236,15 @@ def test_tool_call_arguments_stay_the_clients_string_and_parse_for_the_template(
         assert assistant(arguments) == arguments
 
 
+def test_null_for_a_field_whose_type_has_no_null_means_its_default_as_openais_spec_types_it():
+    req = ChatCompletionRequest.model_validate(chat(n=None, stream=None, logprobs=None, ignore_eos=None))
+    assert (req.n, req.stream, req.logprobs, req.ignore_eos) == (1, False, False, False)
+    completion = CompletionRequest.model_validate({"prompt": "hi", "echo": None, "max_tokens": None})
+    assert completion.echo is False and completion.max_tokens is None, "null keeps its meaning where it has one"
+    with pytest.raises(ValidationError):  # a required field is not defaulted by null
+        ChatCompletionRequest.model_validate({"messages": None})
+
+
 def test_max_tokens_alone_is_the_effective_limit_and_absence_leaves_it_to_the_server():
     assert ChatCompletionRequest.model_validate(chat(max_tokens=7)).effective_max_tokens == 7
     assert ChatCompletionRequest.model_validate(chat()).effective_max_tokens is None

@@ -24,7 +24,8 @@ Not for: converting wire values into engine parameters (that is
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
@@ -94,8 +95,44 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
+_NULL_MEANS_DEFAULT: dict[type, frozenset[str]] = {}  # per request model: its fields where null is the default
+
+
+def _accepts_none(annotation: Any) -> bool:
+    if annotation is Any or annotation is None or annotation is type(None):
+        return True
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _accepts_none(get_args(annotation)[0])
+    if origin is Union or origin is UnionType or origin is Literal:
+        return any(arg is None or _accepts_none(arg) for arg in get_args(annotation))
+    return False
+
+
 class RequestBody(WireModel):
-    """Base of a whole request body: its text, anywhere, must be Unicode (no lone surrogates)."""
+    """Base of a whole request body: its text, anywhere, must be Unicode (no lone surrogates); a top-level
+    `null` for a field with a default that is no null means that default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_the_default(cls, data: Any) -> Any:
+        # OpenAI's spec types most knobs `integer | null` or `boolean | null` (`"n": null`, `"stream": null`),
+        # and clients built from it send null to mean "unset"; vLLM reads them so. A field whose own type
+        # gives null a meaning (`max_tokens: null`, the context's room) keeps it.
+        if not isinstance(data, dict):
+            return data
+        unset = cls._null_means_default()
+        return {k: v for k, v in data.items() if not (v is None and k in unset)}
+
+    @classmethod
+    def _null_means_default(cls) -> frozenset[str]:
+        names = _NULL_MEANS_DEFAULT.get(cls)
+        if names is None:
+            names = _NULL_MEANS_DEFAULT[cls] = frozenset(
+                name for field_name, info in cls.model_fields.items()
+                if not info.is_required() and not _accepts_none(info.annotation)
+                for name in (field_name, info.alias) if name)
+        return names
 
     @model_validator(mode="before")
     @classmethod
