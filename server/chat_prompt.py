@@ -83,6 +83,8 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPro
         if reserved in kwargs:
             raise InvalidRequestError(f"chat_template_kwargs may not set {reserved!r}{why}",
                                       param=f"chat_template_kwargs.{reserved}")
+    if req.reasoning_effort is not None:
+        kwargs.setdefault("reasoning_effort", req.reasoning_effort)  # an explicit template kwarg wins (vLLM's order)
     try:
         text = tokenizer.apply_chat_template(
             template_messages(req), tools=tools, add_generation_prompt=req.add_generation_prompt,

@@ -160,3 +160,33 @@ def test_a_prefilled_open_thought_counts_against_the_reasoning_budget(server):
             "return_token_ids": True}).json()
         ids = r["choices"][0]["token_ids"]
         assert ids[extra] == closer, (extra, ids)  # the prefill's tokens were spent; `extra` more, then closed
+
+
+def test_reasoning_effort_reaches_a_template_that_reads_it_and_an_explicit_kwarg_wins(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3", template="harmony")) as harmony:
+        def rendered(**fields) -> str:
+            r = _post(harmony, "/apply-template", {"messages": MESSAGES, **fields})
+            assert r.status_code == 200, r.text
+            return r.json()["prompt"]
+        assert "Reasoning: medium" in rendered(), "the template's own default"
+        assert "Reasoning: low" in rendered(reasoning_effort="low")
+        assert "Reasoning: high" in rendered(reasoning_effort="low", chat_template_kwargs={"reasoning_effort": "high"})
+        ran = _post(harmony, "/v1/responses", {"input": "hi", "reasoning": {"effort": "low"}, "max_output_tokens": 1})
+        assert ran.status_code == 200, ran.text
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/chat/completions", {"messages": MESSAGES, "reasoning_effort": "extreme"}, "reasoning_effort"),
+    ("/v1/responses", {"input": "hi", "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
+])
+def test_an_unknown_reasoning_effort_is_a_400_naming_the_field(server, path, body, param):
+    r = _post(server, path, body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_openais_routing_hints_are_accepted_and_change_nothing(server):
+    body = {"messages": MESSAGES}
+    hinted = _post(server, "/tokenize", {**body, "service_tier": "auto", "prompt_cache_key": "user-7",
+                                         "safety_identifier": "u7"})
+    assert hinted.status_code == 200, hinted.text
+    assert hinted.json()["tokens"] == _post(server, "/tokenize", body).json()["tokens"]

@@ -10,8 +10,9 @@ served models are text-only.
 
 Accepted and ignored at the top level (`ignored_fields`): llama.cpp web UI's
 `timings_per_token`, `return_progress` and `samplers` (our sampler order is
-fixed), so that UI works unmodified. `user`, `metadata` and `store` are
-declared and ignored. Every other unknown field is a 400 naming it. On
+fixed), so that UI works unmodified, and OpenAI's routing hints `service_tier`,
+`prompt_cache_key`, `safety_identifier`. `user`, `metadata` and `store` are
+declared and ignored; `reasoning_effort` goes to the chat template. Every other unknown field is a 400 naming it. On
 messages, the OpenAI SDK's round-trip fields `refusal`, `annotations`,
 `audio`, `function_call` are ignored, and so are those its helpers add to a
 message sent back as it came (`parse()`'s `parsed` and a call's
@@ -210,7 +211,10 @@ class ResponseFormat(WireModel):
 
 
 class ChatCompletionRequest(SamplingFields):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"timings_per_token", "return_progress", "samplers"})
+    # OpenAI's routing and caching hints (`service_tier`, `prompt_cache_key`, `safety_identifier`) mean
+    # nothing on one server whose prefix cache needs no key: accepted and dropped, as vLLM does.
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"timings_per_token", "return_progress", "samplers",
+                                                          "service_tier", "prompt_cache_key", "safety_identifier"})
 
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     tools: list[ToolDefinition] | None = None
@@ -223,6 +227,10 @@ class ChatCompletionRequest(SamplingFields):
     response_format: ResponseFormat | None = None
     metadata: dict[str, Any] | None = None  # accepted, ignored
     store: bool | None = None  # accepted, ignored
+    # OpenAI's; handed to the chat template as `reasoning_effort`, as vLLM does: a template that reads it
+    # (gpt-oss's harmony: "Reasoning: low") thinks accordingly, others ignore it. How long a thought may
+    # run is capped by reasoning_budget_tokens.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     # vLLM's: open the assistant's turn after the messages (default), or -- continue_final_message --
     # leave the final assistant message open so the model goes on with it (an answer's first words
     # written by the client); the response carries only what the model added.

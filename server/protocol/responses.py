@@ -171,8 +171,8 @@ class TextOptions(WireModel):
 
 
 class ReasoningOptions(WireModel):
-    # Accepted, not acted on: the checkpoint's template decides whether it thinks, and
-    # reasoning_budget_tokens (this server's, llama.cpp's) caps how long.
+    # `effort` goes to the chat template as chat's `reasoning_effort` does; `summary` is not produced.
+    # reasoning_budget_tokens (this server's, llama.cpp's) caps how long a thought runs.
     effort: str | None = None
     summary: str | None = None
     generate_summary: str | None = None
@@ -315,6 +315,8 @@ class ResponsesRequest(RequestBody):
             body["tool_choice"] = {"type": "function", "function": {"name": self.tool_choice.name}}
         elif self.tool_choice is not None:
             body["tool_choice"] = self.tool_choice
+        if self.reasoning is not None and self.reasoning.effort is not None:
+            body["reasoning_effort"] = self.reasoning.effort
         fmt = self.text.format if self.text else None
         if fmt is not None and fmt.type == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {

@@ -45,7 +45,7 @@ router = APIRouter()
 # message path names `input`.
 _FIELDS = (("messages", "input"), ("response_format.json_schema.schema", "text.format.schema"),
            ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
-           ("tool_choice.function", "tool_choice"))
+           ("tool_choice.function", "tool_choice"), ("reasoning_effort", "reasoning.effort"))
 
 
 def responses_param(chat: str | None) -> str | None:
