@@ -79,6 +79,13 @@ class ChoiceResult:
             self.stop_token = ev.stop_token
 
 
+async def body_size(http_request) -> int:
+    """Bytes of the request's body: about how much client text preparing it reads, which decides its
+    tokenizer lane (server/tokenizer_thread.py)."""
+    length = http_request.headers.get("content-length", "")
+    return int(length) if length.isdigit() else len(await http_request.body())
+
+
 def continuous_usage(req) -> bool:
     """vLLM's `stream_options: {"include_usage": true, "continuous_usage_stats": true}`: every chunk
     carries the counts so far, not only the final usage chunk."""

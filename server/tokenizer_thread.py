@@ -14,11 +14,17 @@ use, so the threads never share one; every other thread (the engine's, which onl
 decodes, and the event loop's) uses the shared tokenizer. `ServerState.tokenizer`
 resolves through it, so code run here just reads `state.tokenizer`.
 
-Why two threads: with one, a single huge /tokenize or prompt (3 MB takes
-seconds) held every other request's preparation behind it, and with it all new
-generation. Two keep one request's tokenizing from stopping the server's;
-tokenizing is a small share of a request's work, so more buy little and each
-costs a tokenizer's copy in memory.
+Why two threads, and a lane of one for large texts: with one thread, a single
+huge /tokenize or prompt (3 MB takes seconds) held every other request's
+preparation behind it, and with it all new generation. Two were not enough
+either: two clients sending 12 MB prompts (under the body limit, far over the
+context, which only tokenizing can tell) held both for 14-25 s, and a "hi" sent
+meanwhile waited 21.7 s (measured, /work/experiments/s22/big_prompts.py). So a
+request whose client text passes `LARGE_TEXT` characters is prepared on a lane
+of its own (`off_loop(..., text_size=n)`): large texts queue behind each other,
+never in front of the rest. Tokenizing is a small share of an ordinary
+request's work, so more threads buy little, and each costs a tokenizer's copy
+in memory.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ def _mark_tokenizer_thread() -> None:
 
 
 _POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="tokenizer", initializer=_mark_tokenizer_thread)
+# Characters of client text from which a request is prepared on the large-text lane: about 0.3 s of
+# tokenizing, far past what ordinary turns send, and under a long-context conversation's size.
+LARGE_TEXT = 256 * 1024
+_LARGE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer-large", initializer=_mark_tokenizer_thread)
 
 
 def own_tokenizer(shared: Any) -> Any:
@@ -67,7 +77,9 @@ def warm(shared: Any) -> None:
         future.result()
 
 
-async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:
+async def off_loop(fn: Callable[..., T], *args, text_size: int = 0, **kwargs) -> T:
     """`fn(*args, **kwargs)` on a tokenizer thread; its exceptions are raised here. `fn` reads the
-    tokenizer as `state.tokenizer` there, not a tokenizer fetched beforehand on the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
+    tokenizer as `state.tokenizer` there, not a tokenizer fetched beforehand on the event loop.
+    `text_size`: characters of client text the work reads; from LARGE_TEXT on, it runs on the large lane."""
+    pool = _LARGE if text_size >= LARGE_TEXT else _POOL
+    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))

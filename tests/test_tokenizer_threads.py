@@ -97,3 +97,20 @@ def test_a_stuck_tokenize_request_does_not_hold_a_chat_request(server, monkeypat
         finally:
             gate.set()
         assert stuck.result().status_code == 200
+
+
+def test_large_texts_queue_on_their_own_lane_and_never_in_front_of_the_rest():
+    from server.tokenizer_thread import LARGE_TEXT
+
+    async def run():
+        release = threading.Event()
+        # More large jobs than the ordinary pool has threads, each stuck until released.
+        large = [asyncio.ensure_future(off_loop(release.wait, 30, text_size=LARGE_TEXT)) for _ in range(THREADS + 1)]
+        try:
+            small = await asyncio.wait_for(off_loop(lambda: "prepared", text_size=100), timeout=10)
+        finally:
+            release.set()
+        assert all(await asyncio.gather(*large))
+        return small
+
+    assert asyncio.run(run()) == "prepared"

@@ -20,6 +20,7 @@ from server.chat_prompt import render_chat
 from server.engine_params import to_sampling_params
 from server.errors import APIError
 from server.generation import (
+    body_size,
     streaming_body,
     chat_logprobs,
     check_model,
@@ -85,7 +86,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     state.require_ready()
     check_model(req.model, state)
     info = state.info
-    prompt, params = await off_loop(_prepare, req, state)
+    prompt, params = await off_loop(_prepare, req, state, text_size=await body_size(http_request))
     tool_format = tool_format_of(info, prompt)
     stream = await submit(state, prompt.token_ids, params, req.id_slot)
     if req.stream:

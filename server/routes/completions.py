@@ -22,6 +22,7 @@ from scheduler.sampling_params import SamplingParams
 from server.engine_params import to_sampling_params
 from server.errors import APIError
 from server.generation import (
+    body_size,
     check_model,
     collect,
     completion_logprobs,
@@ -69,7 +70,7 @@ async def completions(req: CompletionRequest, http_request: Request):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
-    prepared = await off_loop(_prepare, req, state)
+    prepared = await off_loop(_prepare, req, state, text_size=await body_size(http_request))
     streams = []
     try:
         for _, ids, params in prepared:

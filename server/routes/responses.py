@@ -28,7 +28,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from server.errors import APIError, InvalidRequestError, NotFoundError, field_path
-from server.generation import check_model, collect, raise_if_failed, streaming_body, submit
+from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
 from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
@@ -81,7 +81,7 @@ async def responses(req: ResponsesRequest, http_request: Request):
     context = _context(state, req)
     chat = _chat_request(req, [item_from_record(r) for r in context])
     try:
-        prompt, params = await off_loop(_prepare, chat, state)
+        prompt, params = await off_loop(_prepare, chat, state, text_size=await body_size(http_request))
     except APIError as exc:  # found by the chat pipeline: named as the client wrote it
         exc.param = responses_param(exc.param)
         raise

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from server.chat_prompt import render_chat
 from server.errors import InvalidRequestError
-from server.generation import check_model
+from server.generation import body_size, check_model
 from server.protocol import (
     ChatRenderRequest,
     CountedTokens,
@@ -77,7 +77,7 @@ async def tokenize(body: Annotated[dict[str, Any], Body()], request: Request):
     # of tokens, building a piece per token and serialising them took tens of seconds, and on the
     # event loop that held every other request (measured: /health waited 41 s behind a 2.6 MB
     # /tokenize with pieces, 2.4 s without them).
-    return await off_loop(_tokenize_answer, state, req)
+    return await off_loop(_tokenize_answer, state, req, text_size=await body_size(request))
 
 
 def _tokenize_answer(state, req) -> Response:
@@ -106,12 +106,17 @@ def _piece(raw: bytes) -> str | list[int]:
         return list(raw)
 
 
+def _render(state, req: ChatRenderRequest):
+    return render_chat(req, state.tokenizer, state.info.reasoning)
+
+
 @router.post("/apply-template")
 async def apply_template(req: ChatRenderRequest, request: Request):
     """llama.cpp's: the prompt text a chat request renders to (generation prompt included), not run."""
     state = _state(request)
     check_model(req.model, state)
-    prompt = await off_loop(render_chat, req, state.tokenizer, state.info.reasoning)
+    # The tokenizer is read on the thread (its own copy there), not fetched here on the event loop.
+    prompt = await off_loop(_render, state, req, text_size=await body_size(request))
     return {"prompt": prompt.text}
 
 
