@@ -187,6 +187,13 @@ def _slot(server, slot_id: int) -> dict:
     return httpx.get(server.base_url + "/slots", timeout=30).json()[slot_id]
 
 
+def test_saving_over_a_directory_is_a_409_naming_filename(saving, slot_dir):
+    (slot_dir / "folder.fslot").mkdir(exist_ok=True)
+    r = _action(saving, "0", "save", {"filename": "folder.fslot"})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["param"] == "filename" and "directory" in r.json()["error"]["message"]
+
+
 def test_a_saved_slot_restores_into_another_slot_with_the_same_tokens(saving, slot_dir):
     prompt = "Remember: " + " ".join(uuid.uuid4().hex[:8] for _ in range(30))
     r = httpx.post(saving.base_url + "/v1/completions", timeout=60,

@@ -21,7 +21,7 @@ import time
 from fastapi import APIRouter, Request
 
 from server.auth import check_admin_key
-from server.errors import APIError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
+from server.errors import APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
 from server.protocol.common import lone_surrogate_path
 from server.slot_wait import wait_for_slot
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
@@ -113,6 +113,9 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
 
 async def _save(state, slot, path):
     t0 = time.perf_counter()
+    if path.is_dir():  # the client's name: what is there is no file to replace
+        raise ConflictError(f"{path.name!r} is a directory in --slot-save-path, not a slot file; save under "
+                            "another name", param="filename")
     page = state.info.page_size
     payload = await asyncio.wrap_future(state.engine.call(lambda _: snapshot(slot, state.runner, page)))
     if payload is None and slot.gave_way:
