@@ -108,6 +108,20 @@ def test_the_demo_models_thought_and_call_sent_back_as_items_are_reused_by_the_n
     assert thought > 0 and reused >= first.usage.input_tokens + thought - 4, (reused, first.usage)
 
 
+def test_a_thought_that_led_to_nothing_is_replayed_as_an_assistant_turn_of_its_own(client, model, server):
+    thought = {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "Cut short"}]}
+    r = client.responses.create(model=model, input=[{"role": "user", "content": "Think."}, thought,
+                                                    {"role": "user", "content": "Go on."}],
+                                max_output_tokens=2, temperature=0)
+    assert r.status in ("completed", "incomplete")
+    chat = {"messages": [{"role": "user", "content": "Think."},
+                         {"role": "assistant", "content": "", "reasoning_content": "Cut short"},
+                         {"role": "user", "content": "Go on."}]}
+    assert r.usage.input_tokens == httpx.post(server.base_url + "/tokenize", json=chat, timeout=60).json()["count"]
+    alone = httpx.post(server.v1 + "/responses", json={"input": [thought], "max_output_tokens": 2}, timeout=60)
+    assert alone.status_code == 200, alone.text
+
+
 def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
     r = client.responses.create(model=model, input="Tell me a long story.", max_output_tokens=3, temperature=0)
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
@@ -120,6 +134,8 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
     ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools.0.type"),
     ({"input": [{"type": "computer_call"}]}, "input.0.type"),
     ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input.0.call_id"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "", "arguments": "{}"}]}, "input.0.name"),
+    ({"input": [{"type": "function_call_output", "call_id": "", "output": "1"}]}, "input.0.call_id"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0.type"),
     ({"input": []}, "input"),
     # Found by the chat pipeline the turn becomes, named as the client wrote it:

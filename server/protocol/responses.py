@@ -84,8 +84,8 @@ class FunctionCallItem(WireModel):
     ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
 
     type: Literal["function_call"]
-    call_id: str
-    name: str
+    call_id: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
     arguments: str
 
 
@@ -93,7 +93,7 @@ class FunctionCallOutputItem(WireModel):
     ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
 
     type: Literal["function_call_output"]
-    call_id: str
+    call_id: Annotated[str, Field(min_length=1)]
     output: str | list[TextPart]
 
     def text(self) -> str:
@@ -296,15 +296,20 @@ class ResponsesRequest(RequestBody):
             elif isinstance(item, MessageItem) and item.role == "assistant":
                 msg = assistant()
                 msg["content"] += item.text()
-            elif isinstance(item, MessageItem):
-                role = "system" if item.role == "developer" else item.role
-                messages.append({"role": role, "content": item.text()})
             elif isinstance(item, FunctionCallItem):
                 msg = assistant()
                 msg.setdefault("tool_calls", []).append(
                     {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}})
-            else:  # FunctionCallOutputItem
-                messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text()})
+            else:
+                if thought is not None:  # a thought that led to no answer or call (a turn cut inside it)
+                    assistant()
+                if isinstance(item, MessageItem):
+                    role = "system" if item.role == "developer" else item.role
+                    messages.append({"role": role, "content": item.text()})
+                else:  # FunctionCallOutputItem
+                    messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text()})
+        if thought is not None:
+            assistant()
         body: dict[str, Any] = {"messages": messages}
         if self.tools:
             # `strict` asks the API to hold calls to the schema, which the call grammar does for every tool;
