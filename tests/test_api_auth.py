@@ -141,8 +141,8 @@ def test_the_openai_sdk_authenticates_with_its_api_key(keyed):
         bad.completions.create(model=model, prompt="hi", max_tokens=1)
 
 
-def test_health_answers_head_as_get_without_a_key_and_the_schema_names_each_route_once(keyed):
-    for path in ("/health", "/v1/health"):
+def test_health_and_models_answer_head_as_get_without_a_key_and_the_schema_names_each_route_once(keyed):
+    for path in ("/health", "/v1/health", "/v1/models"):
         r = httpx.head(keyed.base_url + path, timeout=10)
         assert r.status_code == 200 and not r.content
     with warnings.catch_warnings():

@@ -48,6 +48,7 @@ def _model(info) -> dict:
 
 
 @router.get("/v1/models")
+@router.head("/v1/models", include_in_schema=False)
 async def models(request: Request):
     state = _state(request)
     state.require_ready()
