@@ -8,7 +8,9 @@ and emit only what the window adds beyond its context, holding text back while
 it ends in U+FFFD (an unfinished character). This is vLLM's offsets scheme.
 
 Special tokens are kept in the text (`<tool_call>`, `<|python_tag|>`): the
-output parsers need them. Terminal tokens (EOS, stop ids) are never fed here.
+output parsers need them -- except the `hidden` ones (control tokens such as
+`<|im_end|>`, server/hidden_tokens.py says which), which add no text and are
+no decode's context. Terminal tokens (EOS, stop ids) are never fed here.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ _CONTEXT = 5  # tokens of context before the unread ones
 
 
 class IncrementalDetokenizer:
-    def __init__(self, tokenizer, prompt_ids: list[int]):
+    def __init__(self, tokenizer, prompt_ids: list[int], hidden: frozenset[int] = frozenset()):
         self._decode = tokenizer.decode
-        tail = list(prompt_ids[-_CONTEXT:])
+        self.hidden = hidden
+        tail = [t for t in prompt_ids if t not in hidden][-_CONTEXT:]
         self.ids: list[int] = tail
         self.prefix_offset = 0
         self.read_offset = len(tail)
@@ -29,6 +32,8 @@ class IncrementalDetokenizer:
 
     def add(self, token_id: int) -> str:
         """Feed one token; returns the text it completes (possibly empty)."""
+        if token_id in self.hidden:
+            return ""
         self.ids.append(token_id)
         prefix = self._text(self.ids[self.prefix_offset:self.read_offset])
         full = self._text(self.ids[self.prefix_offset:])

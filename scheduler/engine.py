@@ -76,8 +76,9 @@ class _Live:
 
 class Engine:
     def __init__(self, *, runner, sampler, tokenizer, scheduler: BatchScheduler, eos_ids, max_model_len: int,
-                 processor_factory=None):
+                 processor_factory=None, hidden_ids: frozenset[int] = frozenset()):
         self.runner, self.sampler, self.tokenizer = runner, sampler, tokenizer
+        self.hidden_ids = hidden_ids  # control tokens a generation's text leaves out (skip_special_tokens)
         self.scheduler = scheduler
         self.eos_ids = frozenset(eos_ids)
         self.max_model_len = max_model_len
@@ -170,7 +171,9 @@ class Engine:
             leader = leader or seq
             state = self.sampler.new_state(req.params, i, self.processor_factory(seq))
             stops = StopMatcher(req.params.stop)
-            self._live[seq.seq_id] = _Live(seq, stream, IncrementalDetokenizer(self.tokenizer, seq.prompt_ids), stops, state)
+            hidden = self.hidden_ids if req.params.skip_special_tokens else frozenset()
+            detok = IncrementalDetokenizer(self.tokenizer, seq.prompt_ids, hidden)
+            self._live[seq.seq_id] = _Live(seq, stream, detok, stops, state)
             self.scheduler.add(seq)
             seqs.append(seq)
         self._by_request[req.request_id] = seqs

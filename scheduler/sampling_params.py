@@ -36,6 +36,8 @@ class SamplingParams:
     # by the engine unless ignore_eos).
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    # vLLM's: control tokens (the engine's `hidden_ids`) add no text; false keeps every token's text.
+    skip_special_tokens: bool = True
     # token id -> additive bias, applied before temperature.
     logit_bias: tuple[tuple[int, float], ...] = ()
     # None = no logprobs; 0 = the chosen token's only; k = plus k alternatives.

@@ -266,6 +266,7 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         stop=tuple(req.stop or ()),
         stop_token_ids=tuple(req.stop_token_ids or ()),
         ignore_eos=req.ignore_eos,
+        skip_special_tokens=req.skip_special_tokens,
         logit_bias=tuple(sorted((req.logit_bias or {}).items())),
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,

@@ -25,6 +25,7 @@ from scheduler.pool_budget import swa_pool_floor, swa_pool_shortfall
 from scheduler.prefix_cache import PrefixCache
 from scheduler.window import WindowPolicy, resolve_anchor_token
 from server.engine_params import generation_defaults, thought_tokens
+from server.hidden_tokens import hidden_special_ids
 from server.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -187,8 +188,10 @@ def build_runtime(s: ServeSettings):
         return sampling_processors(seq.params.reasoning_budget, seq.params.forced_tool_call, ends, token_bytes,
                                    masks, seq.params.min_tokens)
 
+    hidden = hidden_special_ids(tokenizer, reasoning, family.tool_call_format if family else None)
     engine = Engine(runner=runner, sampler=sampler, tokenizer=tokenizer, scheduler=sched,
-                    eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors)
+                    eos_ids=spec.eos_token_ids, max_model_len=max_len, processor_factory=processors,
+                    hidden_ids=hidden)
     mistral = family is not None and family.tool_call_format == "mistral"
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
                        reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars,

@@ -188,6 +188,8 @@ class SamplingFields(RequestBody):
     stop: list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
     ignore_eos: bool = False
+    # vLLM's: control tokens (`<|im_end|>`) add no text unless this is false.
+    skip_special_tokens: bool = True
     # OpenAI sends token ids as JSON object keys (strings); we keep them as ints.
     logit_bias: dict[int, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
     stream: bool = False
