@@ -35,7 +35,6 @@ from typing import Any
 class StoredResponse:
     response: dict[str, Any]  # the response object as answered (status, output items, usage)
     context: list[dict[str, Any]]  # the input items the turn's prompt was built from, oldest first, with ids
-    input_count: int  # how many of `context`'s last items were this turn's own `input`
 
     def next_context(self) -> list[dict[str, Any]]:
         """The items a turn chained onto this one starts from: this turn's context, then its output."""

@@ -168,7 +168,7 @@ def test_a_server_that_stores_nothing_says_so_and_refuses_to_continue(tiny_check
 
 
 def _entry(rid: str, context=(), output=()) -> StoredResponse:
-    return StoredResponse({"id": rid, "output": list(output)}, list(context), len(context))
+    return StoredResponse({"id": rid, "output": list(output)}, list(context))
 
 
 def test_the_store_keeps_the_most_recently_used_turns_up_to_its_size():

@@ -125,7 +125,7 @@ class _Turn:
     def finished(self, status: str, output: list[dict], usage) -> dict:
         response = self.envelope(status, output, usage)
         if self.stored:
-            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], len(self.inputs)))
+            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs]))
         return response
 
 
