@@ -116,6 +116,15 @@ def install(payload: SlotPayload, runner, allocator, window: int | None) -> list
         win_start = max(-(-held_from // page) * page, (reads_from // page) * page)
         if win_start >= n:
             raise RestoreError("the file's windowed layers hold no positions inside the window this restore needs")
+        # A later prompt reuses the first m tokens (m a multiple of this page size, at most n) only with its
+        # windowed layers' KV from the page holding m - window + 1 on; for m = n that must be installed, or
+        # the restore would report tokens that nothing can reuse. A file saved at another page size can hold
+        # its window from a position no page here starts at, and then misses the start of one.
+        if window and win_start > max(0, n - window + 1) // page * page:
+            raise RestoreError(f"the file's windowed layers hold positions from {held_from}, and continuing its {n} "
+                               f"tokens at this server's page size ({page}) needs them from "
+                               f"{max(0, n - window + 1) // page * page}: restore it into a server with the page "
+                               "size it was saved at")
     n_pages = n // page
     needs = {}
     if allocator.full is not None:

@@ -55,6 +55,23 @@ def test_a_slot_restored_in_a_fresh_process_continues_exactly_like_the_uninterru
     assert continued == reference, "a restored slot must continue exactly like the uninterrupted run"
 
 
+def test_a_windowed_slot_restored_at_a_page_size_no_continuation_can_reuse_is_refused(tiny_checkpoint, tmp_path):
+    model = tiny_checkpoint("qwen3", sliding_window=32, layers=3)
+    prompt = [(13 * j) % 400 + 30 for j in range(150)]
+    with serve_process(model, tmp_path) as base:  # page 16: 160 tokens saved, the window from 128
+        out, _ = complete(base, prompt, 20, id_slot=0)
+        assert httpx.post(base + "/slots/0?action=save", json={"filename": "conv.fslot"}, timeout=60).status_code == 200
+    with serve_process(model, tmp_path, "--page-size", "12") as base:  # 156 tokens need the window from 120
+        r = httpx.post(base + "/slots/1?action=restore", json={"filename": "conv.fslot"}, timeout=60)
+        assert r.status_code == 400 and "page size" in r.json()["error"]["message"], r.text
+        assert httpx.get(base + "/slots", timeout=10).json()[1]["n_cached_tokens"] == 0
+    with serve_process(model, tmp_path, "--page-size", "8") as base:  # a page size that can reuse it
+        r = httpx.post(base + "/slots/1?action=restore", json={"filename": "conv.fslot"}, timeout=60)
+        assert r.status_code == 200, r.text
+        _, cached = complete(base, prompt + out + [77], 2)
+        assert cached == 160, "the continuation reuses all the restored tokens"
+
+
 def test_a_slot_from_another_checkpoint_is_refused_naming_the_fingerprint(tiny_checkpoint, tmp_path):
     a = tiny_checkpoint("qwen3", seed=0)
     b = tiny_checkpoint("qwen3", seed=1)
