@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.grammar_vocabulary import JSON_WHITESPACE, GrammarVocabulary, Mask
+from models.json_schema_tightening import tightened
 from models.tool_call_grammar import CallBlocks
 
 
@@ -57,7 +58,8 @@ def response_grammar(schema: dict, thought: tuple[int, int] | None, thought_open
     offers tools, so after the thought the turn is either the JSON answer or tool calls (only calls
     when they are required) -- OpenAI's structured output with tools.
     """
-    schema = {**schema, "x-guidance": {"whitespace_pattern": JSON_WHITESPACE}}
+    # Closed objects and bounded numbers, as llama.cpp's grammars (models/json_schema_tightening.py).
+    schema = {**tightened(schema), "x-guidance": {"whitespace_pattern": JSON_WHITESPACE}}
     lines = [f"answer: %json {json.dumps(schema)}", 'GAP: /[ \\t\\n]{0,20}/']
     turn = "answer"
     if calls is not None:
@@ -81,7 +83,7 @@ def value_grammar(schema: dict) -> str:
     """Lark grammar of one JSON value of `schema` and nothing else: for asking whether any value can begin
     (GrammarVocabulary.start_error). A schema that only refers to itself (`{"$ref": "#"}`) compiles, but no
     value satisfies it; inside the turn grammar that shows only after the whitespace runs out."""
-    return f"start: %json {json.dumps(schema)}\n"
+    return f"start: %json {json.dumps(tightened(schema))}\n"
 
 
 class ResponseGrammar:

@@ -49,6 +49,7 @@ import llguidance
 import numpy as np
 
 from models.grammar_vocabulary import JSON_WHITESPACE, GrammarVocabulary, Mask
+from models.json_schema_tightening import tightened
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ def _parameters(function: dict) -> dict:
         # Arguments the tool does not declare are a call its executor rejects (OpenAI's strict
         # mode says the same); JSON Schema's own default would let a model invent keys.
         parameters = {**parameters, "additionalProperties": False}
-    return parameters
+    # Nested objects closed and numbers bounded as well, as llama.cpp's grammars (models/json_schema_tightening.py).
+    return tightened(parameters)
 
 
 def _own_resource(parameters: dict, index: int) -> dict:

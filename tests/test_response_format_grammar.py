@@ -221,3 +221,25 @@ def test_a_tool_schema_the_engine_cannot_enforce_is_refused_by_its_own_field_not
     with pytest.raises(InvalidRequestError, match="look-around") as refused:
         _response_grammar(req, SimpleNamespace(info=info), reasoning_open=False)
     assert refused.value.param == "tools.1.function.parameters"
+
+
+def test_an_answer_object_takes_only_its_declared_keys_as_llama_cpps_grammar_does(tokenizer, ids):
+    # JSON Schema's default admits any other key: a small model then wrote keys nobody parses until max_tokens.
+    nested = {"type": "object", "properties": {"where": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    grammar = _grammar(tokenizer, ids, schema=nested)
+    _feed(grammar, tokenizer, '{"where": {"city": "Oslo"')
+    assert not _allowed(grammar, tokenizer.encode(",", add_special_tokens=False)[0])
+    _feed(grammar, tokenizer, "}")
+    assert not _allowed(grammar, tokenizer.encode(",", add_special_tokens=False)[0])
+    _feed(grammar, tokenizer, "}")
+    assert grammar.forced_token() == ids["<|im_end|>"]
+
+
+def test_an_unbounded_integer_answer_stops_at_sixteen_digits_as_llama_cpps_grammar_does(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids)
+    digit = tokenizer.encode("4", add_special_tokens=False)[0]
+    _feed(grammar, tokenizer, '{"city": "Oslo", "n": ')
+    for _ in range(16):
+        assert _allowed(grammar, digit)
+        grammar.accept(digit)
+    assert not _allowed(grammar, digit)

@@ -474,3 +474,18 @@ def test_parameters_with_defs_compile_in_the_mistral_and_llama_call_grammars(mis
     for vocabulary in (_mistral_vocabulary(mistral_tokenizer), _llama_vocabulary(llama_tokenizer)):
         for single in (False, True):
             assert vocabulary.grammars.error(call_grammar(TOOLS + NESTED, vocabulary, single)) is None
+
+
+def test_a_nested_argument_object_takes_only_its_declared_keys_and_numbers_stop_at_sixteen_digits(tokenizer, vocabulary):
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {"type": "object", "properties": {
+        "where": {"type": "object", "properties": {"city": {"type": "string"}}}, "n": {"type": "integer"}}}}}]
+    grammar = _grammar(vocabulary, tools)
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "book", "arguments": {"where": {"city": "Oslo"'))
+    assert all(tokenizer.decode([t]).startswith("}") for t in _allowed(grammar))  # no `, "other": ...` inside
+
+    _feed(grammar, _ids(tokenizer, '}, "n": '))
+    digit = _ids(tokenizer, "4")[0]
+    for _ in range(16):
+        _feed(grammar, [digit])
+    assert digit not in _allowed(grammar)
