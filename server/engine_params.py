@@ -20,6 +20,7 @@ from models.response_format_grammar import TurnCalls, response_grammar, value_gr
 from models.tool_call_grammar import MISTRAL_ARGS, call_blocks, call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
+from server.protocol.json_schema_check import schema_problem
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,18 @@ def _offered_tools(req) -> list[dict]:
     if choice is not None and not isinstance(choice, str):
         offered = [tool for tool in offered if tool["function"]["name"] == choice.function.name]
     return offered
+
+
+def refuse_invalid_tool_parameters(req) -> None:
+    """A 400 for the first tool whose `parameters` is no JSON schema (OpenAI's wording and code), each tool
+    checked once. Called on the tokenizer thread with the prompt, not while the body is parsed: the
+    meta-schema walk takes seconds for a schema of megabytes, which held every other request on the loop."""
+    for i, tool in enumerate(getattr(req, "tools", None) or ()):
+        parameters = tool.function.parameters
+        problem = schema_problem(parameters) if parameters is not None else None
+        if problem is not None:
+            raise InvalidRequestError(f"Invalid schema for function '{tool.function.name}': {problem}",
+                                      param=f"tools.{i}.function.parameters", code="invalid_function_parameters")
 
 
 def _json_response_schema(req) -> dict | None:

@@ -67,12 +67,6 @@ BAD_CHAT = [
     ("tool name with a space", chat(tools=[{"type": "function", "function": {"name": "get weather"}}]),
      "tools.0.function.name", "pattern"),
     ("duplicate tool names", chat(tools=[TOOL, TOOL]), "tools.1.function.name", "get_weather"),
-    ("tool parameters that are no JSON schema",
-     chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": []}}}]),
-     "tools.0.function.parameters", "Invalid schema for function 'f': [] is not of type 'object' (at properties)"),
-    ("a misspelt type in tool parameters", chat(tools=[TOOL, {"type": "function", "function": {
-        "name": "g", "parameters": {"type": "object", "properties": {"a": {"type": "strng"}}}}}]),
-     "tools.1.function.parameters", "at properties.a.type"),
     ("top_logprobs without logprobs", chat(top_logprobs=3), "top_logprobs", "logprobs"),
     ("top_logprobs above 20", chat(logprobs=True, top_logprobs=21), "top_logprobs", "20"),
     ("logprobs as an int", chat(logprobs=1), "logprobs", "boolean"),

@@ -36,7 +36,6 @@ from pydantic import Field, ValidationError, field_validator, model_serializer, 
 from pydantic_core import PydanticCustomError
 
 from server.output.tool_calls import FUNCTION_NAME_CHARS
-from server.protocol.json_schema_check import schema_problem
 from server.protocol.common import (
     ResponseModel,
     SamplingFields,
@@ -165,14 +164,8 @@ class FunctionDefinition(WireModel):
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
-    @model_validator(mode="after")
-    def _parameters_are_a_schema(self) -> FunctionDefinition:
-        problem = schema_problem(self.parameters) if self.parameters is not None else None
-        if problem is not None:
-            # OpenAI's wording and code for it.
-            raise field_error("parameters", f"Invalid schema for function '{self.name}': {problem}",
-                              code="invalid_function_parameters")
-        return self
+    # Whether `parameters` is a JSON schema at all is checked with the prompt, off the event loop
+    # (server/engine_params.refuse_invalid_tool_parameters): the meta-schema walk takes seconds a megabyte.
 
 
 class ToolDefinition(WireModel):

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from server.chat_prompt import render_chat
-from server.engine_params import to_sampling_params
+from server.engine_params import refuse_invalid_tool_parameters, to_sampling_params
 from server.errors import APIError
 from server.generation import (
     body_size,
@@ -128,7 +128,9 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
 
 
 def _prepare(req: ChatCompletionRequest, state):
-    """The prompt and the engine's parameters: every tokenizer call a request makes, on the tokenizer thread."""
+    """The prompt and the engine's parameters: every tokenizer call a request makes, on the tokenizer thread
+    (and the tools' schema check, as slow for a schema of megabytes)."""
+    refuse_invalid_tool_parameters(req)
     prompt = render_chat(req, state.tokenizer, state.info.reasoning)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     return prompt, to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
