@@ -299,6 +299,17 @@ def test_tool_parameters_the_check_cannot_read_are_a_400_not_a_500(http, paramet
     assert err["param"] == "tools.0.function.parameters" and words in err["message"], err
 
 
+def test_a_draft_7_schema_without_a_dialect_is_a_schema_the_tool_may_use(http):
+    # pydantic v1 writes a tuple as draft 7's `"items": [...]` (2020-12's `prefixItems`), naming no dialect.
+    pair = {"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "minItems": 2, "maxItems": 2}
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"pair": pair}}}}
+    r = http.post(C, json=chat(tools=[tool], max_tokens=1))
+    assert r.status_code == 200 or r.json()["error"]["param"] != "tools.0.function.parameters", r.text
+    strict = {"$schema": "https://json-schema.org/draft/2020-12/schema", **tool["function"]["parameters"]}
+    r = http.post(C, json=chat(tools=[{"type": "function", "function": {"name": "f", "parameters": strict}}]))
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tools.0.function.parameters", r.text
+
+
 def test_a_pattern_in_ecma_regex_syntax_is_a_schema_the_tool_may_use(http):
     tool = {"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "string", "pattern": "^\\p{Lu}+$"}}}}}

@@ -10,15 +10,16 @@ compile is another matter (server/engine_params.py leaves those calls
 unconstrained, logged).
 
 Why jsonschema: it carries every draft's meta-schema and picks the one a
-`$schema` names (draft 2020-12 when none does), which is the check itself;
-writing it again would only be wrong in new ways.
+`$schema` names (when none does: draft 2020-12, or draft 7 if the schema is
+one of that), which is the check itself; writing it again would only be
+wrong in new ways.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft7Validator, Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
@@ -28,10 +29,19 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     dialect = schema.get("$schema")
     if dialect is not None and not isinstance(dialect, str):
         return f"$schema must be a string naming a JSON Schema dialect, got {dialect!r}"  # validator_for hashes it
+    problem = _problem_under(validator_for(schema, default=Draft202012Validator), schema)
+    if problem is not None and dialect is None and _problem_under(Draft7Validator, schema) is None:
+        # No dialect named: draft 7 is what older generators write (pydantic v1's tuple `"items": [...]`,
+        # which 2020-12 spells `prefixItems`), and OpenAI takes it. The grammar engine reads both.
+        return None
+    return problem
+
+
+def _problem_under(validator, schema: dict[str, Any]) -> str | None:
     try:
         # No format checks: a `pattern` is an ECMA-262 regex (`\p{Lu}`), which the grammar engine reads and
         # Python's `re` (jsonschema's "regex" format check) would refuse.
-        validator_for(schema, default=Draft202012Validator).check_schema(schema, format_checker=None)
+        validator.check_schema(schema, format_checker=None)
     except SchemaError as exc:
         where = ".".join(str(p) for p in exc.path)
         return f"{exc.message} (at {where})" if where else exc.message
