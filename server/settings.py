@@ -65,6 +65,7 @@ class ServeSettings(BaseSettings):
     slot_save_path: Path | None = Field(None, description="directory for .fslot files; enables slot save/restore/erase")
     max_slot_file_bytes: int = Field(64 * 2**30, ge=1, description="largest .fslot file restore will read")
     responses_store_size: int = Field(256, ge=0, description="Responses API turns kept in memory for previous_response_id and GET /v1/responses/{id}, least recently used evicted (0: none)")
+    responses_store_mib: int = Field(512, ge=1, description="estimated MiB the stored Responses API turns may hold (each counted with its request body and output, shared conversation items once), least recently used evicted; the newest turn always stays")
     max_request_body_bytes: int = Field(32 * 2**20, ge=1024, description="largest request body accepted (413 above it)")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
 

@@ -34,7 +34,7 @@ class ServerState:
     responses: ResponsesStore = field(init=False)  # stored Responses API turns
 
     def __post_init__(self) -> None:
-        self.responses = ResponsesStore(self.settings.responses_store_size)
+        self.responses = ResponsesStore(self.settings.responses_store_size, self.settings.responses_store_mib * 2**20)
 
     @property
     def tokenizer(self) -> Any:

@@ -197,3 +197,49 @@ def test_a_store_of_size_zero_keeps_nothing():
     store = ResponsesStore(0)
     store.put(_entry("a"))
     assert not store.enabled and store.get("a") is None
+
+
+def _sized(rid: str, size: int, context=()) -> StoredResponse:
+    return StoredResponse({"id": rid, "output": []}, list(context), size)
+
+
+def test_a_store_over_its_byte_budget_evicts_the_oldest_turns_but_keeps_the_newest():
+    store = ResponsesStore(100, max_bytes=10_000)
+    store.put(_sized("a", 5_000))
+    store.put(_sized("b", 3_000))
+    assert store.get("a") is not None and store.bytes == 8_000  # a use: "b" is now the least recent
+    store.put(_sized("c", 4_000))  # 12 000 would be held
+    assert store.get("b") is None and store.get("a") is not None and store.bytes == 9_000
+    store.put(_sized("huge", 50_000))  # alone over the budget, yet the next turn will name it
+    assert [rid for rid in ("a", "c", "huge") if store.get(rid)] == ["huge"] and store.bytes == 50_000
+
+
+def test_items_a_chain_of_turns_shares_are_counted_once_and_freed_with_their_last_holder():
+    store = ResponsesStore(100, max_bytes=10**9)
+    big = {"id": "msg_1", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 100_000}]}
+    store.put(_sized("a", 0, [big]))
+    one_holder = store.bytes
+    assert one_holder > 100_000
+    for rid in "bcdefghij":  # a chain of nine more turns over the same item
+        store.put(_sized(rid, 0, [big, {"id": f"msg_{rid}", "type": "message"}]))
+    assert store.bytes < one_holder + 10_000  # not ten copies of it
+    for rid in "abcdefghi":
+        store.delete(rid)
+    assert store.bytes > 100_000  # "j" still holds it
+    store.delete("j")
+    assert store.bytes == 0
+
+
+def test_a_server_evicts_stored_turns_past_its_byte_budget_counting_each_request_body(tiny_checkpoint):
+    # Each body is ~0.6 MiB of JSON whitespace around a two-word prompt: only the bytes are big.
+    padded = json.dumps({"input": "hi", "max_output_tokens": 2}).replace(",", "," + " " * 600_000)
+    with live_server(tiny_checkpoint("qwen3"), responses_store_mib=1) as s:
+        def post():
+            r = httpx.post(f"{s.v1}/responses", content=padded, headers={"content-type": "application/json"},
+                           timeout=60)
+            assert r.status_code == 200, r.text
+            return r.json()["id"]
+
+        first, second = post(), post()
+        assert httpx.get(f"{s.v1}/responses/{first}", timeout=60).status_code == 404
+        assert httpx.get(f"{s.v1}/responses/{second}", timeout=60).status_code == 200

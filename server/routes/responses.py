@@ -33,7 +33,7 @@ from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
 from server.protocol.responses import InputItem, ResponsesRequest, item_from_record, item_record, new_record_id
-from server.responses_store import StoredResponse
+from server.responses_store import StoredResponse, approximate_size
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.tokenizer_thread import off_loop
 
@@ -80,15 +80,16 @@ async def responses(req: ResponsesRequest, http_request: Request):
     info = state.info
     context = _context(state, req)
     chat = _chat_request(req, [item_from_record(r) for r in context])
+    body_bytes = await body_size(http_request)
     try:
-        prompt, params = await off_loop(_prepare, chat, state, text_size=await body_size(http_request))
+        prompt, params = await off_loop(_prepare, chat, state, text_size=body_bytes)
     except APIError as exc:  # found by the chat pipeline: named as the client wrote it
         exc.param = responses_param(exc.param)
         raise
     tool_format = tool_format_of(info, prompt)
     stream = await submit(state, prompt.token_ids, params)
     rid, created = new_item_id("resp"), int(time.time())
-    turn = _Turn(state, req, context, rid, created)
+    turn = _Turn(state, req, context, rid, created, body_bytes)
     if req.stream:
         body = _events(state, req, stream, prompt, tool_format, turn)
         return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
@@ -110,8 +111,10 @@ async def responses(req: ResponsesRequest, http_request: Request):
 class _Turn:
     """One turn's response object, and its storing once finished."""
 
-    def __init__(self, state, req: ResponsesRequest, context: list[dict], rid: str, created: int) -> None:
+    def __init__(self, state, req: ResponsesRequest, context: list[dict], rid: str, created: int,
+                 body_bytes: int) -> None:
         self.state, self.req, self.rid, self.created = state, req, rid, created
+        self.body_bytes = body_bytes  # bounds what the envelope echoes (tools, instructions, text.format)
         self.stored = req.store and state.responses.enabled
         token = rid.removeprefix("resp_")
         own = req.items()
@@ -125,7 +128,8 @@ class _Turn:
     def finished(self, status: str, output: list[dict], usage) -> dict:
         response = self.envelope(status, output, usage)
         if self.stored:
-            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs]))
+            size = self.body_bytes + approximate_size(output)
+            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], size))
         return response
 
 
