@@ -223,3 +223,22 @@ def test_whole_and_streamed_turns_agree_item_for_item_in_order_and_status(client
     last = list(client.responses.create(stream=True, **args))[-1]  # completed or incomplete: the final response
     assert last.type == f"response.{whole.status}"
     assert _items(last.response) == _items(whole)
+
+
+_LOOK_AROUND = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+                           "tools": [{"type": "function", "function": {"name": "f", "parameters": _LOOK_AROUND}}]},
+     "tools.0.function.parameters"),
+    ("/responses", {"input": "hi", "tool_choice": "required",
+                    "tools": [{"type": "function", "name": "f", "parameters": _LOOK_AROUND}]},
+     "tools.0.parameters"),
+])
+def test_a_forced_call_to_a_tool_the_grammar_cannot_enforce_names_the_field_as_the_client_wrote_it(
+        server, path, body, param):
+    r = httpx.post(server.v1 + path, json=body, timeout=60)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and err["message"].startswith(f"{param} cannot be enforced"), err

@@ -83,8 +83,11 @@ async def responses(req: ResponsesRequest, http_request: Request):
     body_bytes = await body_size(http_request)
     try:
         prompt, params = await off_loop(_prepare, chat, state, text_size=body_bytes)
-    except APIError as exc:  # found by the chat pipeline: named as the client wrote it
-        exc.param = responses_param(exc.param)
+    except APIError as exc:  # found by the chat pipeline: named as the client wrote it, in the message too
+        theirs = responses_param(exc.param)
+        if exc.param and theirs != exc.param:
+            exc.message = exc.message.replace(exc.param, theirs)
+        exc.param = theirs
         raise
     tool_format = tool_format_of(info, prompt)
     stream = await submit(state, prompt.token_ids, params)
