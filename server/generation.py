@@ -132,9 +132,21 @@ def streaming_body(state, stream: RequestStream, body):
     return body
 
 
-def usage_of(prompt_tokens: int, choices: list[ChoiceResult]) -> Usage:
+def usage_of(prompt_tokens: int, choices: list[ChoiceResult], reasoning_tokens: int | None = None) -> Usage:
     cached = choices[0].stats.cached_tokens if choices and choices[0].stats else 0
-    return Usage.of(prompt_tokens, sum(len(c.token_ids) for c in choices), cached)
+    return Usage.of(prompt_tokens, sum(len(c.token_ids) for c in choices), cached, reasoning_tokens)
+
+
+def thought_token_count(state, token_ids: list[int], thought: bool) -> int:
+    """Generated tokens up to the thought's closing marker, the marker's included (all of them when the
+    thought was cut): OpenAI's `reasoning_tokens`. 0 for a turn that did not think."""
+    if not thought or state.info.reasoning is None:
+        return 0
+    end = state.tokenizer.encode(state.info.reasoning.end, add_special_tokens=False)
+    for i in range(len(token_ids) - len(end) + 1):
+        if token_ids[i:i + len(end)] == end:
+            return i + len(end)
+    return len(token_ids)
 
 
 def timings_of(stats: ChoiceStats | None) -> Timings | None:

@@ -271,3 +271,27 @@ def test_a_forced_call_after_an_end_of_turn_inside_a_budgeted_thought_closes_it_
     closing = flagged.tokenize(MESSAGE) + [ids["</think>"]]
     assert out[:len(closing)] == closing
     assert out[len(closing):len(closing) + 3] == flagged.tokenize("\n\n<tool_call>")[:3]
+
+
+def _streamed_usage(server, body: dict) -> dict:
+    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body, timeout=120) as r:
+        assert r.status_code == 200
+        chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    return chunks[-1]["usage"]
+
+
+def test_usage_counts_each_choices_thought_up_to_its_closer_whole_and_streamed(plain):
+    ids = _ids(plain)
+    body = {"messages": [{"role": "user", "content": "Think, then answer."}], "max_tokens": 8, "n": 2,
+            "temperature": 1.0, "seed": 5, "logit_bias": _never_close(plain), "reasoning_budget_tokens": 4}
+    whole = _chat(plain, **{k: v for k, v in body.items() if k != "messages"})
+    thought = sum(1 + c["token_ids"].index(ids["</think>"]) for c in whole["choices"])
+    assert thought == 8 and whole["usage"]["completion_tokens"] == 16
+    assert whole["usage"]["completion_tokens_details"]["reasoning_tokens"] == thought
+    assert _streamed_usage(plain, body)["completion_tokens_details"]["reasoning_tokens"] == thought
+    # A thought max_tokens cut is all reasoning.
+    cut = {**body, "n": 1, "max_tokens": 3, "reasoning_budget_tokens": -1}
+    assert _chat(plain, **{k: v for k, v in cut.items() if k != "messages"})["usage"]["completion_tokens_details"] \
+        == {"reasoning_tokens": 3}
+    assert _streamed_usage(plain, cut)["completion_tokens_details"] == {"reasoning_tokens": 3}

@@ -28,11 +28,12 @@ from server.generation import (
     collect,
     raise_if_failed,
     submit,
+    thought_token_count,
     timings_of,
     usage_of,
     prompt_logprobs_of,
 )
-from server.output import StreamingOutputParser, ToolCallDelta, delta_dict, parse_output
+from server.output import ReasoningDelta, StreamingOutputParser, ToolCallDelta, delta_dict, parse_output
 from server.protocol import (
     ChatCompletion,
     ChatCompletionChoice,
@@ -97,12 +98,14 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         )
     choices = await collect(stream, http_request, state.engine, req.n)
     out = []
+    thought = 0  # reasoning tokens of all the choices, as completion_tokens counts all of theirs
     for c in choices:
         parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open,
                               cut=c.cut_short(state.engine.eos_ids))
         if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
             # One call was asked for; later ones are dropped, not turned into content.
             parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])
+        thought += thought_token_count(state, c.token_ids, bool(parsed.reasoning))
         msg = ChatCompletionMessage(
             # None when the model wrote no answer text (only calls, only a thought): what a stream of the same
             # turn reassembles to, since it never sends a content delta then -- and what vLLM answers.
@@ -120,11 +123,17 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         scored = await off_loop(prompt_logprobs_of, state, prompt.token_ids, choices[0].prompt_logprobs,
                                 req.prompt_logprobs)
     return ChatCompletion(
-        model=info.served_model_name, choices=out, usage=usage_of(len(prompt.token_ids), choices),
+        model=info.served_model_name, choices=out, usage=usage_of(len(prompt.token_ids), choices, _reasoning_tokens(info, thought)),
         timings=timings_of(choices[0].stats),
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
         prompt_logprobs=scored,
     ).model_dump(mode="json")
+
+
+def _reasoning_tokens(info, counted: int) -> int | None:
+    """`completion_tokens_details.reasoning_tokens`: given by a model that can think, as OpenAI's reasoning
+    models give it (0 for a turn without a thought); left out for one that cannot."""
+    return None if info.reasoning is None else counted
 
 
 def _prepare(req: ChatCompletionRequest, state):
@@ -146,6 +155,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     stats0 = None
     continuous = continuous_usage(req)
     by_choice = [0] * req.n  # completion tokens so far per choice (a chunk's running usage is its choice's, as vLLM's)
+    thoughts = [_ThoughtCounter() for _ in range(req.n)]
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
         if continuous:
@@ -168,6 +178,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             ids = ev.token_ids if req.return_token_ids else None
             extras_pending = lp is not None or ids is not None
             deltas = one_call_only(req, deltas)
+            thoughts[ev.index].feed(state, ev, deltas)
             for d in deltas:
                 yield chunk(ev.index, delta_dict(d), logprobs=lp, token_ids=ids)
                 lp, ids, extras_pending = None, None, False
@@ -181,7 +192,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
                 yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
-            usage = Usage.of(len(prompt.token_ids), sum(by_choice), cached)
+            usage = Usage.of(len(prompt.token_ids), sum(by_choice), cached, _reasoning_tokens(info, sum(t.count for t in thoughts)))
             yield event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[], usage=usage))
         yield DONE
     except APIError as exc:  # headers are gone: report in-band, as llama.cpp does
@@ -191,3 +202,22 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
         # Normal end: the request is already finished and this is a no-op.
         # Client gone (the iterator is cancelled): the engine frees its pages.
         state.engine.abort(stream.request_id)
+
+
+class _ThoughtCounter:
+    """A streamed choice's reasoning tokens. Its tokens are kept only while its thought may still be open
+    (a long answer holds no list); they are counted at its first answer delta, or at its end."""
+
+    def __init__(self) -> None:
+        self.held: list[int] | None = []
+        self.thought = False
+        self.count = 0
+
+    def feed(self, state, ev, deltas: list) -> None:
+        if self.held is None:
+            return
+        self.held.extend(ev.token_ids)
+        self.thought = self.thought or any(isinstance(d, ReasoningDelta) for d in deltas)
+        if ev.finish_reason is not None or any(not isinstance(d, ReasoningDelta) for d in deltas):
+            self.count = thought_token_count(state, self.held, self.thought)
+            self.held = None

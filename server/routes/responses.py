@@ -28,7 +28,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from server.errors import APIError, InvalidRequestError, NotFoundError, field_path
-from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
+from server.generation import (body_size, check_model, collect, raise_if_failed, streaming_body, submit,
+                               thought_token_count)
 from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
@@ -254,7 +255,7 @@ def _usage(state, prompt, token_ids: list[int], stats, thought: bool) -> dict:
     return {
         "input_tokens": len(prompt.token_ids), "input_tokens_details": {"cached_tokens": stats.cached_tokens if stats else 0},
         "output_tokens": produced,
-        "output_tokens_details": {"reasoning_tokens": _reasoning_tokens(state, token_ids, thought)},
+        "output_tokens_details": {"reasoning_tokens": thought_token_count(state, token_ids, thought)},
         "total_tokens": len(prompt.token_ids) + produced,
     }
 
@@ -263,14 +264,3 @@ def _tool_choice(req: ResponsesRequest):
     if req.tool_choice is None:
         return "auto"
     return req.tool_choice if isinstance(req.tool_choice, str) else req.tool_choice.model_dump()
-
-
-def _reasoning_tokens(state, token_ids: list[int], thought: bool) -> int:
-    """Generated tokens up to the thought's closing marker (all of them when the thought was cut)."""
-    if not thought or state.info.reasoning is None:
-        return 0
-    end = state.tokenizer.encode(state.info.reasoning.end, add_special_tokens=False)
-    for i in range(len(token_ids) - len(end) + 1):
-        if token_ids[i:i + len(end)] == end:
-            return i + len(end)
-    return len(token_ids)
