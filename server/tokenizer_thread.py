@@ -65,15 +65,15 @@ def own_tokenizer(shared: Any) -> Any:
 
 def warm(shared: Any) -> None:
     """Make every tokenizer thread's copy now (at load), so the first requests do not pay for it: a large
-    vocabulary's copy takes a moment. Each task holds its thread until all have started, so each thread
-    runs exactly one."""
+    vocabulary's copy takes a moment. Each task holds its pool thread until all have started, so each
+    thread runs exactly one; the large-text lane's one thread makes its own too."""
     barrier = threading.Barrier(THREADS)
 
     def take() -> None:
         barrier.wait(timeout=60)
         own_tokenizer(shared)
 
-    for future in [_POOL.submit(take) for _ in range(THREADS)]:
+    for future in [*[_POOL.submit(take) for _ in range(THREADS)], _LARGE.submit(own_tokenizer, shared)]:
         future.result()
 
 

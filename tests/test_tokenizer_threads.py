@@ -45,7 +45,7 @@ def test_each_tokenizer_thread_keeps_its_own_copy():
     assert len({id(first) for first, _ in pairs}) == THREADS
 
 
-def test_warming_gives_every_tokenizer_thread_its_copy_before_any_request(monkeypatch):
+def test_warming_gives_every_tokenizer_thread_and_the_large_lane_its_copy_before_any_request(monkeypatch):
     import server.tokenizer_thread as threads
 
     shared = {"vocab": [4, 5]}
@@ -67,6 +67,8 @@ def test_warming_gives_every_tokenizer_thread_its_copy_before_any_request(monkey
 
     made = asyncio.run(copies())
     assert all(c == shared and c is not shared for c in made) and len({id(c) for c in made}) == THREADS
+    large = asyncio.run(off_loop(own_tokenizer, shared, text_size=threads.LARGE_TEXT))  # the large-text lane's
+    assert large == shared and large is not shared and all(large is not c for c in made)
 
 
 @pytest.fixture(scope="module")
