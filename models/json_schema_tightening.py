@@ -13,14 +13,21 @@ compiled; the schema the client sent (echoed, stored, validated) is untouched.
 
 Why it is shaped so: a rewrite of the schema rather than of the grammar,
 because llguidance has no option for either and the schema is what it reads.
-Objects are closed only where closing cannot change which values are valid
-in a way the client meant: not where `allOf` combines several schemas (each
-part's properties would forbid the others'), nor where the object also says
-`patternProperties`, `unevaluatedProperties`, or has composition siblings
-(`anyOf`, `oneOf`, `allOf`, `$ref`, `if`) that may declare keys of their own.
-Numbers are bounded by `minimum`/`maximum` at +-(10**16 - 1), only on a side
-the schema leaves open; llguidance writes a bounded number without an
-exponent, and its decimals stay unbounded (no schema keyword bounds them).
+An object is closed only where its schema is the *sole* description of that
+value's keys: closing one of two schemas that apply to the same value (an
+`anyOf` branch beside the parent's own `properties`, a `$ref` target beside
+them, `allOf` parts, `then` beside `if`) would forbid the other's keys and
+could make the whole unsatisfiable. Soleness flows down: a property's schema
+is sole when its object's is and nothing else (patterns, compositions) can
+describe that property too; a branch is sole when its parent says nothing
+else about the value; a `$defs` entry is closed only when every `$ref` to it
+is a sole use, found by walking until no more definitions open up. Under
+`not` and `if` nothing is rewritten: there, narrowing a schema widens what
+the whole accepts. Numbers are bounded by `minimum`/`maximum` at
++-(10**16 - 1), only on a side the schema leaves open and only when the
+other side, an `enum` or a `const` does not already reach past that bound;
+llguidance writes a bounded number without an exponent, and its decimals stay
+unbounded (no schema keyword bounds them).
 
 Not for: checking that a schema is one (server/protocol/json_schema_check.py).
 No torch.
@@ -29,64 +36,156 @@ No torch.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 # llama.cpp's integral part: [1-9][0-9]{0,15}.
 NUMBER_BOUND = 10**16 - 1
 
-# Keywords whose value is one schema, a list of schemas, or a map of names to schemas.
-_ONE = ("additionalProperties", "additionalItems", "items", "contains", "not", "if", "then", "else",
-        "propertyNames", "unevaluatedProperties", "unevaluatedItems")
-_MANY = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
-_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Keywords that say nothing about which values are valid: a parent holding only these and one
+# composition leaves each of its branches the sole description of the value.
+_ANNOTATIONS = frozenset({"type", "title", "description", "default", "examples", "$schema", "$id", "$anchor",
+                          "$comment", "$defs", "definitions", "deprecated", "readOnly", "writeOnly",
+                          "discriminator", "nullable"})
+# Keywords whose schemas describe the same value as their parent (not one of its parts).
+_SAME_VALUE = ("anyOf", "oneOf", "allOf", "$ref", "$dynamicRef", "$recursiveRef", "if", "then", "else", "not",
+               "dependentSchemas", "unevaluatedProperties", "unevaluatedItems")
 # Beside `properties`, these may let keys in that the object's own `properties` do not name.
-_OPENERS = ("additionalProperties", "patternProperties", "unevaluatedProperties", "anyOf", "oneOf", "allOf",
-            "$ref", "$dynamicRef", "$recursiveRef", "if", "dependentSchemas")
+_OPENERS = ("additionalProperties", "patternProperties", *_SAME_VALUE)
+_DEF_MAPS = ("$defs", "definitions")
 
 
 def tightened(schema: Any) -> Any:
     """`schema` with its objects closed and its numbers bounded as llama.cpp's grammars are; the
     input is not modified. A schema too deep to walk is returned as it is."""
+    if not isinstance(schema, dict):
+        return schema
     try:
-        close = not _combines_objects(schema)
-        return _tighten(schema, close)
+        opened: set[str] = set()  # "#" (the root) and "$defs/Name" entries some $ref uses beside other keys
+        while True:
+            walk = _Walk(opened)
+            out = walk.schema(schema, sole="#" not in opened, root=True)
+            if walk.unknown_refs:  # a $ref this walk cannot follow: it may point anywhere, so close nothing
+                return _Walk(opened, closing=False).schema(schema, sole=False, root=True)
+            if walk.opened <= opened:
+                return out
+            opened |= walk.opened
     except RecursionError:
         return schema
 
 
-def _combines_objects(schema: Any) -> bool:
-    """Does an `allOf` anywhere combine several schemas? Then closing any object (including ones it
-    reaches through `$ref`) could make the combination unsatisfiable, so none is closed."""
-    if isinstance(schema, dict):
-        parts = schema.get("allOf")
-        if isinstance(parts, list) and len(parts) > 1:
-            return True
-        return any(_combines_objects(value) for value in schema.values())
-    if isinstance(schema, list):
-        return any(_combines_objects(value) for value in schema)
-    return False
+class _Walk:
+    """One rewriting pass; it notes the definitions a `$ref` used beside other keys must leave open."""
+
+    def __init__(self, opened: set[str], closing: bool = True) -> None:
+        self.known_open = opened
+        self.opened: set[str] = set()
+        self.unknown_refs = False
+        self.closing = closing
+
+    def schema(self, schema: Any, sole: bool, root: bool = False) -> Any:
+        if not isinstance(schema, dict):
+            return schema  # true / false, or something the engine will refuse by itself
+        out = dict(schema)
+        keys = set(out)
+        same_value = [key for key in _SAME_VALUE if key in out]
+        # A part of the value (a property, an item) is described by this schema alone only when nothing
+        # beside it can describe that part too.
+        parts_sole = sole and not same_value
+        if isinstance(out.get("properties"), dict):
+            alone = parts_sole and "patternProperties" not in out
+            out["properties"] = {k: self.schema(v, alone) for k, v in out["properties"].items()}
+        if isinstance(out.get("additionalProperties"), dict):
+            out["additionalProperties"] = self.schema(out["additionalProperties"], parts_sole and "patternProperties" not in out)
+        if isinstance(out.get("patternProperties"), dict):
+            out["patternProperties"] = {k: self.schema(v, False) for k, v in out["patternProperties"].items()}
+        items_alone = parts_sole and "contains" not in out
+        if isinstance(out.get("items"), dict):
+            out["items"] = self.schema(out["items"], items_alone and "prefixItems" not in out)
+        for key in ("items", "prefixItems"):
+            if isinstance(out.get(key), list):
+                out[key] = [self.schema(part, items_alone) for part in out[key]]
+        for key in ("additionalItems", "contains", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+                    "then", "else"):
+            if isinstance(out.get(key), dict):
+                out[key] = self.schema(out[key], False)
+        if isinstance(out.get("dependentSchemas"), dict):
+            out["dependentSchemas"] = {k: self.schema(v, False) for k, v in out["dependentSchemas"].items()}
+        # The branches of a composition: each is the value's sole description when the parent says
+        # nothing else about it (an anyOf of pydantic's Optional[Model], a oneOf of a tagged union).
+        for key in ("anyOf", "oneOf", "allOf"):
+            if isinstance(out.get(key), list):
+                alone = sole and keys - _ANNOTATIONS == {key} and (key != "allOf" or len(out[key]) == 1)
+                out[key] = [self.schema(part, alone) for part in out[key]]
+        if "$ref" in out:
+            self._use(out["$ref"], sole and keys - _ANNOTATIONS == {"$ref"})
+        for key in ("$dynamicRef", "$recursiveRef"):
+            if key in out:
+                self.unknown_refs = True
+        for key in _DEF_MAPS:
+            if isinstance(out.get(key), dict):
+                # Only the root's definitions are what "#/$defs/Name" names.
+                out[key] = {name: self.schema(part, root and f"{key}/{name}" not in self.known_open)
+                            for name, part in out[key].items()}
+        # "not" and "if" are copied as sent: narrowing their schema widens what the whole accepts. So
+        # are the definitions they use.
+        for key in ("not", "if"):
+            if key in out:
+                self._uses_within(out[key])
+        if (self.closing and sole and isinstance(out.get("properties"), dict)
+                and not any(key in out for key in _OPENERS)):
+            out["additionalProperties"] = False
+        if _is_numeric(out.get("type")) and "enum" not in out and "const" not in out:
+            _bound(out)
+        return out
+
+    def _uses_within(self, schema: Any) -> None:
+        pending = [schema]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, dict):
+                for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+                    if key in item:
+                        self._use(item[key] if key == "$ref" else None, False)
+                pending.extend(item.values())
+            elif isinstance(item, list):
+                pending.extend(item)
+
+    def _use(self, ref: Any, sole: bool) -> None:
+        target = _local_target(ref)
+        if target is None:
+            self.unknown_refs = True
+        elif not sole:
+            self.opened.add(target)
 
 
-def _tighten(schema: Any, close: bool) -> Any:
-    if not isinstance(schema, dict):
-        return schema  # true / false, or something the engine will refuse by itself
-    out = dict(schema)
-    for key in _ONE:
-        if isinstance(out.get(key), dict):
-            out[key] = _tighten(out[key], close)
-    for key in _MANY:
-        if isinstance(out.get(key), list):
-            out[key] = [_tighten(part, close) for part in out[key]]
-    for key in _MAP:
-        if isinstance(out.get(key), dict):
-            out[key] = {name: _tighten(part, close) for name, part in out[key].items()}
-    if close and isinstance(out.get("properties"), dict) and not any(key in out for key in _OPENERS):
-        out["additionalProperties"] = False
-    if _is_numeric(out.get("type")):
-        if "minimum" not in out and "exclusiveMinimum" not in out:
-            out["minimum"] = -NUMBER_BOUND
-        if "maximum" not in out and "exclusiveMaximum" not in out:
-            out["maximum"] = NUMBER_BOUND
-    return out
+def _local_target(ref: Any) -> str | None:
+    """"#" or "$defs/Name" (or "definitions/Name") for a $ref into this schema's root or its
+    definitions; None for any other reference."""
+    if not isinstance(ref, str):
+        return None
+    if ref == "#":
+        return "#"
+    for key in _DEF_MAPS:
+        prefix = f"#/{key}/"
+        if ref.startswith(prefix) and "/" not in ref[len(prefix):]:
+            name = unquote(ref[len(prefix):]).replace("~1", "/").replace("~0", "~")
+            return f"{key}/{name}"
+    return None
+
+
+def _bound(out: dict) -> None:
+    """Bounds an open side at NUMBER_BOUND unless the other side already lies past it (the bound
+    would then exclude every value the schema allows)."""
+    low = out.get("minimum", out.get("exclusiveMinimum"))
+    high = out.get("maximum", out.get("exclusiveMaximum"))
+    if low is None and (not _number(high) or high >= -NUMBER_BOUND):
+        out["minimum"] = -NUMBER_BOUND
+    if high is None and (not _number(low) or low <= NUMBER_BOUND):
+        out["maximum"] = NUMBER_BOUND
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _is_numeric(kind: Any) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import jsonschema
+
 from models.json_schema_tightening import NUMBER_BOUND, tightened
 
 PERSON = {"type": "object", "properties": {
@@ -44,12 +46,41 @@ def test_an_allof_of_several_parts_leaves_every_object_open_so_the_parts_can_sti
     assert "additionalProperties" not in out["$defs"]["Base"]
 
 
-def test_an_object_whose_keys_also_come_from_a_composition_beside_it_stays_open():
-    schema = {"type": "object", "properties": {"kind": {"type": "string"}},
-              "anyOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "string"}}}]}
+def test_an_object_whose_keys_also_come_from_a_composition_beside_it_stays_open_branches_too():
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"],
+              "anyOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                        {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}
     out = tightened(schema)
     assert "additionalProperties" not in out
-    assert out["anyOf"][0]["additionalProperties"] is False  # each branch alone is still closed
+    assert all("additionalProperties" not in branch for branch in out["anyOf"])  # closed, "kind" would be barred
+    assert jsonschema.Draft202012Validator(out).is_valid({"kind": "x", "a": "y"})
+
+
+def test_a_definition_used_beside_other_keys_stays_open_wherever_else_it_is_used():
+    schema = {"type": "object", "$defs": {"Base": {"type": "object", "properties": {"id": {"type": "string"}}}},
+              "$ref": "#/$defs/Base", "properties": {"extra": {"type": "string"}}, "required": ["extra"],
+              "additionalProperties": True}
+    out = tightened({"type": "object", "properties": {"plain": {"$ref": "#/$defs/Base"}, "mixed": schema},
+                     "$defs": schema["$defs"]})
+    assert "additionalProperties" not in out["$defs"]["Base"]
+    assert jsonschema.Draft202012Validator(out).is_valid({"mixed": {"extra": "y", "id": "1"}})
+
+
+def test_a_model_a_union_or_an_optional_refers_to_alone_is_closed():
+    pet = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]}
+    schema = {"type": "object", "$defs": {"Pet": pet, "Car": {"type": "object", "properties": {"make": {}}}},
+              "properties": {"pet": {"anyOf": [{"$ref": "#/$defs/Pet"}, {"type": "null"}], "default": None},
+                             "thing": {"oneOf": [{"$ref": "#/$defs/Pet"}, {"$ref": "#/$defs/Car"}]}}}
+    out = tightened(schema)
+    assert out["$defs"]["Pet"]["additionalProperties"] is False and out["$defs"]["Car"]["additionalProperties"] is False
+
+
+def test_what_not_and_if_say_is_left_as_sent_since_narrowing_it_widens_the_whole():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "o": {"type": "object"}},
+              "not": {"properties": {"n": {"type": "integer"}, "o": {"$ref": "#/$defs/O"}}},
+              "$defs": {"O": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+    out = tightened(schema)
+    assert out["not"] == schema["not"] and "additionalProperties" not in out["$defs"]["O"]
 
 
 def test_numbers_are_bounded_only_on_the_sides_the_schema_leaves_open():
@@ -59,6 +90,11 @@ def test_numbers_are_bounded_only_on_the_sides_the_schema_leaves_open():
     assert "maximum" not in tightened({"type": "integer", "exclusiveMaximum": 5})
     assert tightened({"type": ["integer", "null"]})["maximum"] == NUMBER_BOUND
     assert tightened({"type": "string"}) == {"type": "string"}
+    # A side already past the bound, an enum or a const: the bound would leave no number.
+    assert "maximum" not in tightened({"type": "integer", "minimum": 10**18})
+    assert "minimum" not in tightened({"type": "integer", "exclusiveMaximum": -10**18})
+    assert tightened({"type": "integer", "enum": [12345678901234567890]}) == {"type": "integer",
+                                                                             "enum": [12345678901234567890]}
 
 
 def test_a_schema_too_deep_to_walk_is_compiled_as_sent():
