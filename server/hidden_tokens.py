@@ -23,12 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# The markers each tool-call format's reader looks for (server/output/*.py).
-_CALL_MARKERS = {
-    "hermes": ("<tool_call>", "</tool_call>"),
-    "llama3": ("<|python_tag|>",),
-    "mistral": ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"),
-}
+from server.output.tool_calls import get_tool_parser, tool_parser_names
 
 
 def hidden_special_ids(tokenizer: Any, reasoning: Any, tool_call_format: str | None) -> frozenset[int]:
@@ -37,7 +32,8 @@ def hidden_special_ids(tokenizer: Any, reasoning: Any, tool_call_format: str | N
         return frozenset()
     special = {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
     special.update(tokenizer.all_special_ids)
-    needed = set(_CALL_MARKERS.get(tool_call_format or "", ()))
+    # The markers the format's reader looks for (its own list: a format's name is the family table's).
+    needed = set(get_tool_parser(tool_call_format).markers if tool_call_format in tool_parser_names() else ())
     if reasoning is not None:
         needed.update(m for m in (reasoning.start, reasoning.end) if m)
     return frozenset(i for i in special if tokenizer.convert_ids_to_tokens(i) not in needed)

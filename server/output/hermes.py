@@ -53,6 +53,7 @@ def _read_block(text: str, pos: int) -> BlockResult:
 class HermesParser(ToolCallParser):
     name: ClassVar[str] = "hermes"
     openers: ClassVar[tuple[str, ...]] = (OPEN,)
+    markers: ClassVar[tuple[str, ...]] = (OPEN, CLOSE)
 
     def parse(self, text: str) -> tuple[str, list[ParsedToolCall]]:
         return scan_blocks(text, self.openers, _read_block)

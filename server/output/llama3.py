@@ -57,6 +57,7 @@ def _read_chain(text: str, pos: int) -> BlockResult:
 class Llama3JsonParser(ToolCallParser):
     name: ClassVar[str] = "llama3_json"
     openers: ClassVar[tuple[str, ...]] = (TAG,)
+    markers: ClassVar[tuple[str, ...]] = (TAG,)
 
     def parse(self, text: str) -> tuple[str, list[ParsedToolCall]]:
         start = skip_space(text, 0)

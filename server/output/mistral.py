@@ -81,6 +81,7 @@ def _read_block(text: str, pos: int) -> BlockResult:
 class MistralParser(ToolCallParser):
     name: ClassVar[str] = "mistral"
     openers: ClassVar[tuple[str, ...]] = (OPEN,)
+    markers: ClassVar[tuple[str, ...]] = (OPEN, ARGS)
 
     def parse(self, text: str) -> tuple[str, list[ParsedToolCall]]:
         return scan_blocks(text, self.openers, _read_block)

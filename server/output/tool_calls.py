@@ -166,6 +166,9 @@ class ToolCallParser(ABC):
     name: ClassVar[str]
     # Literal texts that open a call; they also end an unclosed thought.
     openers: ClassVar[tuple[str, ...]]
+    # Every literal text the reader looks for: kept in the generation's text even when the tokenizer
+    # flags it special (server/hidden_tokens.py).
+    markers: ClassVar[tuple[str, ...]]
 
     @abstractmethod
     def parse(self, text: str) -> tuple[str, list[ParsedToolCall]]: ...
