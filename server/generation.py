@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import weakref
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from scheduler.engine import EngineRequest
 from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent, TokenLogprob
 from server.errors import NotFoundError, ServerError
+from server.output.tool_calls import get_tool_parser, tool_parser_names
 from server.protocol import Timings, Usage
 from server.slot_wait import wait_for_slot
 
@@ -137,15 +139,20 @@ def usage_of(prompt_tokens: int, choices: list[ChoiceResult], reasoning_tokens: 
     return Usage.of(prompt_tokens, sum(len(c.token_ids) for c in choices), cached, reasoning_tokens)
 
 
-def thought_token_count(state, token_ids: list[int], thought: bool) -> int:
-    """Generated tokens up to the thought's closing marker, the marker's included (all of them when the
-    thought was cut): OpenAI's `reasoning_tokens`. 0 for a turn that did not think."""
+def thought_token_count(state, token_ids: list[int], thought: bool, tool_format: str | None = None) -> int:
+    """Generated tokens up to the thought's closing marker, the marker's included, or up to a tool call's
+    opener when that comes first (the output readers end an unclosed thought there); all of them when the
+    thought was cut: OpenAI's `reasoning_tokens`. 0 for a turn that did not think."""
     if not thought or state.info.reasoning is None:
         return 0
-    end = state.tokenizer.encode(state.info.reasoning.end, add_special_tokens=False)
-    for i in range(len(token_ids) - len(end) + 1):
-        if token_ids[i:i + len(end)] == end:
-            return i + len(end)
+    encode = functools.partial(state.tokenizer.encode, add_special_tokens=False)
+    closer = encode(state.info.reasoning.end)
+    openers = [encode(o) for o in get_tool_parser(tool_format).openers] if tool_format in tool_parser_names() else []
+    for i in range(len(token_ids)):
+        if token_ids[i:i + len(closer)] == closer:
+            return i + len(closer)
+        if any(opener and token_ids[i:i + len(opener)] == opener for opener in openers):
+            return i
     return len(token_ids)
 
 

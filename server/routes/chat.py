@@ -105,7 +105,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
             # One call was asked for; later ones are dropped, not turned into content.
             parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])
-        thought += thought_token_count(state, c.token_ids, bool(parsed.reasoning))
+        thought += thought_token_count(state, c.token_ids, bool(parsed.reasoning), tool_format)
         msg = ChatCompletionMessage(
             # None when the model wrote no answer text (only calls, only a thought): what a stream of the same
             # turn reassembles to, since it never sends a content delta then -- and what vLLM answers.
@@ -155,7 +155,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     stats0 = None
     continuous = continuous_usage(req)
     by_choice = [0] * req.n  # completion tokens so far per choice (a chunk's running usage is its choice's, as vLLM's)
-    thoughts = [_ThoughtCounter() for _ in range(req.n)]
+    thoughts = [_ThoughtCounter(tool_format) for _ in range(req.n)]
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
         if continuous:
@@ -208,7 +208,8 @@ class _ThoughtCounter:
     """A streamed choice's reasoning tokens. Its tokens are kept only while its thought may still be open
     (a long answer holds no list); they are counted at its first answer delta, or at its end."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool_format: str | None) -> None:
+        self.tool_format = tool_format
         self.held: list[int] | None = []
         self.thought = False
         self.count = 0
@@ -219,5 +220,5 @@ class _ThoughtCounter:
         self.held.extend(ev.token_ids)
         self.thought = self.thought or any(isinstance(d, ReasoningDelta) for d in deltas)
         if ev.finish_reason is not None or any(not isinstance(d, ReasoningDelta) for d in deltas):
-            self.count = thought_token_count(state, self.held, self.thought)
+            self.count = thought_token_count(state, self.held, self.thought, self.tool_format)
             self.held = None

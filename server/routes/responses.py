@@ -108,7 +108,7 @@ async def responses(req: ResponsesRequest, http_request: Request):
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
     status = "incomplete" if writer.incomplete else "completed"
-    usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer))
+    usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer), tool_format)
     return turn.finished(status, writer.items, usage)
 
 
@@ -217,7 +217,7 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
                 for out in writer.finish():
                     yield _sse(out)
                 status = "incomplete" if writer.incomplete else "completed"
-                usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer))
+                usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer), tool_format)
                 final = turn.finished(status, writer.items, usage)
                 yield _sse(writer.event(f"response.{status}", response=final))
     except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
@@ -250,12 +250,12 @@ def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, 
     }
 
 
-def _usage(state, prompt, token_ids: list[int], stats, thought: bool) -> dict:
+def _usage(state, prompt, token_ids: list[int], stats, thought: bool, tool_format: str | None) -> dict:
     produced = len(token_ids)
     return {
         "input_tokens": len(prompt.token_ids), "input_tokens_details": {"cached_tokens": stats.cached_tokens if stats else 0},
         "output_tokens": produced,
-        "output_tokens_details": {"reasoning_tokens": thought_token_count(state, token_ids, thought)},
+        "output_tokens_details": {"reasoning_tokens": thought_token_count(state, token_ids, thought, tool_format)},
         "total_tokens": len(prompt.token_ids) + produced,
     }
 
