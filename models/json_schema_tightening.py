@@ -91,11 +91,11 @@ class _Walk:
         # A part of the value (a property, an item) is described by this schema alone only when nothing
         # beside it can describe that part too.
         parts_sole = sole and not same_value
+        keys_alone = parts_sole and "patternProperties" not in out  # a pattern may describe any key too
         if isinstance(out.get("properties"), dict):
-            alone = parts_sole and "patternProperties" not in out
-            out["properties"] = {k: self.schema(v, alone) for k, v in out["properties"].items()}
+            out["properties"] = {k: self.schema(v, keys_alone) for k, v in out["properties"].items()}
         if isinstance(out.get("additionalProperties"), dict):
-            out["additionalProperties"] = self.schema(out["additionalProperties"], parts_sole and "patternProperties" not in out)
+            out["additionalProperties"] = self.schema(out["additionalProperties"], keys_alone)
         if isinstance(out.get("patternProperties"), dict):
             out["patternProperties"] = {k: self.schema(v, False) for k, v in out["patternProperties"].items()}
         items_alone = parts_sole and "contains" not in out

@@ -158,3 +158,17 @@ def test_a_json_response_format_with_tools_on_a_llama_model_calls_after_its_pyth
                   max_tokens=120)
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
     assert all(_fits(call) for call in _finished_calls(choice)), choice
+
+
+def test_a_call_the_clients_stop_cuts_is_no_finished_call_whole_or_streamed(client):
+    # One forced call, then the grammar ends the turn; `"mode"` is in every call to set_heating, so the
+    # stop string cuts the call before its arguments close.
+    request = {"tools": [SET_HEATING], "tool_choice": "required", "parallel_tool_calls": False, "seed": 1,
+               "extra_body": NO_THINKING}
+    assert _ask(client, **request).finish_reason == "tool_calls"  # ended by the model: a finished call
+    whole = _ask(client, **request, stop=['"mode"'])
+    assert whole.message.tool_calls and whole.finish_reason == "stop", whole
+    stream = client.chat.completions.create(
+        model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
+        temperature=1.0, max_tokens=80, stop=['"mode"'], stream=True, **request)
+    assert [c.choices[0].finish_reason for c in stream if c.choices and c.choices[0].finish_reason] == ["stop"]

@@ -25,7 +25,7 @@ def state(tiny_checkpoint):
 
 def _streamed(state, ids: list[int]) -> int:
     """The count the chat stream reaches, fed a token an event as the engine sends them."""
-    parser, counter = StreamingOutputParser(THINK, "hermes", True), _ThoughtCounter("hermes")
+    parser, counter = StreamingOutputParser(THINK, "hermes", True), _ThoughtCounter("hermes", True)
     for i, token in enumerate(ids):
         last = i == len(ids) - 1
         deltas = parser.feed(state.tokenizer.decode([token])) + (parser.finish() if last else [])
@@ -36,12 +36,13 @@ def _streamed(state, ids: list[int]) -> int:
 @pytest.mark.parametrize("thought, after", [
     ("I should call it", "\n</think>\n\n" + CALL),  # closed: the closer counts
     ("I should call it", CALL),  # called without closing: the thought ends at the opener
+    ("", "\n</think>\n\n" + CALL),  # a thought closed at once (a budget of 0): its closing tokens count
 ])
 def test_the_thought_is_counted_to_its_closer_or_the_call_that_ends_it_whole_and_streamed(state, thought, after):
     encode = lambda text: state.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     ids = encode(thought + after)
     expected = len(encode(thought + ("\n</think>" if "</think>" in after else "")))
-    assert thought_token_count(state, ids, True, "hermes") == expected < len(ids)
+    assert 0 < thought_token_count(state, ids, True, "hermes") == expected < len(ids)
     assert _streamed(state, ids) == expected
 
 

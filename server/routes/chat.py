@@ -73,10 +73,13 @@ def _parsed_reasoning(info):
     return fmt if fmt is not None and fmt.kind == "markers" else None
 
 
-def _finish_reason(engine_reason: str | None, has_calls: bool, req: ChatCompletionRequest) -> str | None:
+def _finish_reason(engine_reason: str | None, has_calls: bool, req: ChatCompletionRequest,
+                   model_ended: bool) -> str | None:
     # A call the client named is what it asked for, not the model's choice to call: OpenAI answers "stop"
-    # then, and "tool_calls" for calls under `auto` or `required` (vLLM follows it).
-    if engine_reason == "stop" and has_calls and not isinstance(req.tool_choice, NamedToolChoice):
+    # then, and "tool_calls" for calls under `auto` or `required` (vLLM follows it). `model_ended`: the
+    # model ended its turn (EOS), not the client's stop string or id -- a call that stop cut is no finished
+    # call an agent may run: "stop", as vLLM answers when the cut call's JSON does not parse.
+    if engine_reason == "stop" and has_calls and model_ended and not isinstance(req.tool_choice, NamedToolChoice):
         return "tool_calls"
     return engine_reason if engine_reason in ("stop", "length") else "stop"
 
@@ -105,7 +108,8 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
             # One call was asked for; later ones are dropped, not turned into content.
             parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])
-        thought += thought_token_count(state, c.token_ids, bool(parsed.reasoning), tool_format)
+        thinks = bool(parsed.reasoning) or prompt.reasoning_open  # an empty thought the prompt opened took its closer
+        thought += thought_token_count(state, c.token_ids, thinks, tool_format)
         msg = ChatCompletionMessage(
             # None when the model wrote no answer text (only calls, only a thought): what a stream of the same
             # turn reassembles to, since it never sends a content delta then -- and what vLLM answers.
@@ -114,7 +118,9 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
             tool_calls=parsed.tool_calls_payload() or None,
         )
         out.append(ChatCompletionChoice(
-            index=c.index, message=msg, finish_reason=_finish_reason(c.finish_reason, bool(parsed.tool_calls), req),
+            index=c.index, message=msg,
+            finish_reason=_finish_reason(c.finish_reason, bool(parsed.tool_calls), req,
+                                         model_ended=not c.cut_short(state.engine.eos_ids)),
             logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
             token_ids=c.token_ids if req.return_token_ids else None,
         ))
@@ -123,7 +129,8 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         scored = await off_loop(prompt_logprobs_of, state, prompt.token_ids, choices[0].prompt_logprobs,
                                 req.prompt_logprobs)
     return ChatCompletion(
-        model=info.served_model_name, choices=out, usage=usage_of(len(prompt.token_ids), choices, _reasoning_tokens(info, thought)),
+        model=info.served_model_name, choices=out,
+        usage=usage_of(len(prompt.token_ids), choices, _reasoning_tokens(info, thought)),
         timings=timings_of(choices[0].stats),
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
         prompt_logprobs=scored,
@@ -155,7 +162,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     stats0 = None
     continuous = continuous_usage(req)
     by_choice = [0] * req.n  # completion tokens so far per choice (a chunk's running usage is its choice's, as vLLM's)
-    thoughts = [_ThoughtCounter(tool_format) for _ in range(req.n)]
+    thoughts = [_ThoughtCounter(tool_format, prompt.reasoning_open) for _ in range(req.n)]
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
         if continuous:
@@ -188,7 +195,8 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             if ev.finish_reason is not None:
                 if ev.index == 0:
                     stats0 = ev.stats
-                reason = _finish_reason(ev.finish_reason, parser.has_tool_calls, req)
+                reason = _finish_reason(ev.finish_reason, parser.has_tool_calls, req,
+                                        model_ended=ev.stop_token in state.engine.eos_ids)
                 yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
@@ -208,10 +216,10 @@ class _ThoughtCounter:
     """A streamed choice's reasoning tokens. Its tokens are kept only while its thought may still be open
     (a long answer holds no list); they are counted at its first answer delta, or at its end."""
 
-    def __init__(self, tool_format: str | None) -> None:
+    def __init__(self, tool_format: str | None, reasoning_open: bool) -> None:
         self.tool_format = tool_format
         self.held: list[int] | None = []
-        self.thought = False
+        self.thought = reasoning_open  # the prompt opened the thought: even an empty one took its closer
         self.count = 0
 
     def feed(self, state, ev, deltas: list) -> None:

@@ -108,7 +108,8 @@ async def responses(req: ResponsesRequest, http_request: Request):
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
     status = "incomplete" if writer.incomplete else "completed"
-    usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer), tool_format)
+    usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer) or prompt.reasoning_open,
+                   tool_format)
     return turn.finished(status, writer.items, usage)
 
 
@@ -217,7 +218,8 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
                 for out in writer.finish():
                     yield _sse(out)
                 status = "incomplete" if writer.incomplete else "completed"
-                usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer), tool_format)
+                usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer) or prompt.reasoning_open,
+                               tool_format)
                 final = turn.finished(status, writer.items, usage)
                 yield _sse(writer.event(f"response.{status}", response=final))
     except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
