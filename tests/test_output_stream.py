@@ -150,6 +150,17 @@ def test_a_call_cut_short_streams_its_arguments_as_far_as_the_model_wrote_them(c
         assert collect(events) == ("", "", [("f", "{" + cut)]), split
 
 
+@pytest.mark.parametrize("tail", ['"name": "f"', '"name": "f", ', '"name": "f", "arguments":', '"name": "f", "argu'])
+def test_a_call_cut_after_its_name_before_its_arguments_is_a_call_with_none_not_markup_as_text(tail):
+    text = 'Sure. <tool_call>\n{' + tail
+    for split in ([len(text)], range(1, len(text))):
+        _, events = run_stream(None, "hermes", False, text, split)
+        assert collect(events) == ("", "Sure.", [("f", "")]), split
+    assert whole(None, "hermes", False, text, cut=True) == ("", "Sure.", [("f", "")])
+    # Cut inside the name, it is no call yet: the text stays the answer's, as vLLM and llama.cpp leave it.
+    assert whole(None, "hermes", False, 'Sure. <tool_call>\n{"name": "f', cut=True)[2] == []
+
+
 def test_a_cut_call_is_ended_once_a_second_finish_adds_nothing():
     parser = StreamingOutputParser(None, "hermes")
     parser.feed('<tool_call>{"name": "f", "arguments": {"n": 4')

@@ -169,7 +169,13 @@ class ToolCallStreamer:
             self._call = None
             self._mode = self._then
             return True
-        if final and self._current is None:
+        if final and self._current is None and call.name is not None:
+            # Cut after the call's name, before its arguments began: a call all the same, its arguments
+            # as far as they got (none), rather than the format's markup as the answer's text.
+            self._events.append(ToolCallDelta(self.calls, id=self._new_id(), name=call.name))
+            self.calls += 1
+            self._mode = "dead"
+        elif final and self._current is None:
             self._fail()
         elif final:  # the text ends inside an announced call (max_tokens): its arguments end as far as it got
             tail = call.pending_args()
