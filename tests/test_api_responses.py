@@ -242,3 +242,20 @@ def test_a_forced_call_to_a_tool_the_grammar_cannot_enforce_names_the_field_as_t
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["message"].startswith(f"{param} cannot be enforced"), err
+
+
+def test_output_items_dumped_whole_by_the_sdks_types_are_accepted_back_nulls_and_all(client, model):
+    # model_dump() keeps every field the SDK's types define (a call's async/caller/namespace, a
+    # message's phase), null where this server set none: sent back, they change nothing.
+    first = _forced_call(client, model)
+    [call] = [item for item in first.output if item.type == "function_call"]
+    dumped = [item.model_dump(by_alias=True) for item in first.output]
+    assert any(set(item) >= {"async", "caller", "namespace"} for item in dumped)
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "19", "name": None}
+    said = {"type": "message", "role": "assistant", "phase": "final_answer",
+            "content": [{"type": "output_text", "text": "Noted.", "annotations": []}]}
+    turns = [[{"role": "user", "content": "What is the weather in Lima?"}, *dumped, result],
+             [{"role": "user", "content": "hi"}, said, {"role": "user", "content": "ok"}]]
+    for items in turns:
+        r = client.responses.create(model=model, input=items, tools=TOOLS, max_output_tokens=2, temperature=0)
+        assert r.status in ("completed", "incomplete")

@@ -59,7 +59,9 @@ class TextPart(WireModel):
 
 
 class MessageItem(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
+    # `phase` ("commentary", "final_answer"): OpenAI's label of an assistant message, which a client
+    # sending back an output item dumped by the SDK's types carries; it changes no prompt.
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status", "phase"})
 
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
@@ -81,7 +83,9 @@ class MessageItem(WireModel):
 
 
 class FunctionCallItem(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
+    # The SDK's types carry `async`, `caller` and `namespace` (null on this server's calls) on every call
+    # item they dump: a client sending back our own output must not be refused for them.
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status", "async", "caller", "namespace"})
 
     type: Literal["function_call"]
     call_id: Annotated[str, Field(min_length=1)]
@@ -90,7 +94,7 @@ class FunctionCallItem(WireModel):
 
 
 class FunctionCallOutputItem(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status", "name", "caller", "namespace"})
 
     type: Literal["function_call_output"]
     call_id: Annotated[str, Field(min_length=1)]
