@@ -36,6 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match
 
 logger = logging.getLogger("anchorage.errors")
 
@@ -260,16 +261,27 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
     return api_error_from_validation(errors).response()
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method some route of this path takes (RFC 9110's Allow): Starlette names only the first
+    route it matched, and GET and DELETE /v1/responses/{id} are two routes."""
+    methods: set[str] = set()
+    for route in getattr(request.app, "routes", ()):
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
 async def _http_exception_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     status = exc.status_code
     code = {404: "not_found", 405: "method_not_allowed"}.get(status)
     if status == 404 and exc.detail == "Not Found":
         message = f"no route for {request.method} {request.url.path}"
     elif status == 405 and exc.detail == "Method Not Allowed":
-        allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+        allowed = _allowed_methods(request) or (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
         message = f"method {request.method} is not allowed on {request.url.path}"
         if allowed:
             message += f" (allowed: {allowed})"
+            exc.headers = {**(exc.headers or {}), "Allow": allowed}
     elif status == 400 and exc.detail == "There was an error parsing the body":
         # FastAPI's answer when the JSON parser raised something other than a syntax error.
         message = "could not parse the JSON body: it is not UTF-8, nests too deeply or holds a number too long"

@@ -37,6 +37,10 @@ def client() -> TestClient:
     async def slot(id_slot: int) -> dict:
         return {"id": id_slot}
 
+    @app.delete("/slots/{id_slot}")
+    async def erase(id_slot: int) -> dict:
+        return {"id": id_slot}
+
     @app.get("/raise/{kind}")
     async def raise_(kind: str) -> dict:
         errors = {
@@ -172,6 +176,13 @@ def test_a_wrong_method_is_a_405_in_the_envelope_with_the_allowed_methods(client
     error = assert_envelope(response, 405, "invalid_request_error")
     assert "POST" in response.headers["allow"]
     assert "GET" in error["message"]
+
+
+def test_a_405_names_every_method_of_the_path_though_each_is_a_route_of_its_own(client):
+    response = client.put("/slots/3")
+    error = assert_envelope(response, 405, "invalid_request_error")
+    assert response.headers["allow"] == "DELETE, GET"
+    assert error["message"].endswith("(allowed: DELETE, GET)")
 
 
 def test_an_unexpected_exception_is_a_generic_500_and_the_traceback_stays_in_the_log(client, caplog):
