@@ -259,3 +259,14 @@ def test_output_items_dumped_whole_by_the_sdks_types_are_accepted_back_nulls_and
     for items in turns:
         r = client.responses.create(model=model, input=items, tools=TOOLS, max_output_tokens=2, temperature=0)
         assert r.status in ("completed", "incomplete")
+
+
+def test_an_error_names_every_field_as_responses_spells_it(server):
+    # A tool the grammar cannot enforce beside a JSON text format: the check names both fields.
+    body = {"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}},
+            "tools": [{"type": "function", "name": "f", "parameters": _LOOK_AROUND}]}
+    r = httpx.post(server.v1 + "/responses", json=body, timeout=60)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "tools.0.parameters" and "text.format" in err["message"], err
+    assert "response_format" not in err["message"] and "function.parameters" not in err["message"], err

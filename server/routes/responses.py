@@ -49,6 +49,11 @@ _FIELDS = (("messages", "input"), ("response_format.json_schema.schema", "text.f
            ("tool_choice.function", "tool_choice"), ("reasoning_effort", "reasoning.effort"))
 
 
+# Chat fields a message may name besides its own param, as Responses spells them (no prose word among them).
+_NAMED_IN_MESSAGES = (("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
+                      ("reasoning_effort", "reasoning.effort"))
+
+
 def responses_param(chat: str | None) -> str | None:
     """The Responses field a chat request's field came from (`tools.0.function.name` -> `tools.0.name`)."""
     if not chat:
@@ -83,11 +88,14 @@ async def responses(req: ResponsesRequest, http_request: Request):
     chat = _chat_request(req, [item_from_record(r) for r in context])
     body_bytes = await body_size(http_request)
     try:
-        prompt, params = await off_loop(_prepare, chat, state, text_size=body_bytes)
+        # The stored turns render along with the body: their text decides the tokenizer lane too.
+        prompt, params = await off_loop(_prepare, chat, state, text_size=body_bytes + approximate_size(context))
     except APIError as exc:  # found by the chat pipeline: named as the client wrote it, in the message too
         theirs = responses_param(exc.param)
         if exc.param and theirs != exc.param:
             exc.message = exc.message.replace(exc.param, theirs)
+        for chat_field, field in _NAMED_IN_MESSAGES:  # a check that names another field than its own
+            exc.message = exc.message.replace(chat_field, field)
         exc.param = theirs
         raise
     tool_format = tool_format_of(info, prompt)
