@@ -243,3 +243,21 @@ def test_a_server_evicts_stored_turns_past_its_byte_budget_counting_each_request
         first, second = post(), post()
         assert httpx.get(f"{s.v1}/responses/{first}", timeout=60).status_code == 404
         assert httpx.get(f"{s.v1}/responses/{second}", timeout=60).status_code == 200
+
+
+def test_a_chained_turn_is_prepared_on_the_lane_its_whole_history_calls_for(server, monkeypatch):
+    import server.routes.responses as responses_route
+
+    sizes: list[int] = []
+    prepare = responses_route.off_loop
+
+    async def spy(fn, *args, text_size=0, **kwargs):
+        sizes.append(text_size)
+        return await prepare(fn, *args, text_size=text_size, **kwargs)
+
+    monkeypatch.setattr(responses_route, "off_loop", spy)
+    first = httpx.post(f"{server.v1}/responses", json={"input": "the " * 250, "max_output_tokens": 1}, timeout=60)
+    assert first.status_code == 200, first.text
+    then = {"previous_response_id": first.json()["id"], "input": "hi", "max_output_tokens": 1}
+    assert httpx.post(f"{server.v1}/responses", json=then, timeout=60).status_code == 200
+    assert sizes[1] > 1000  # the stored question renders again, though the body says only "hi"
