@@ -43,7 +43,7 @@ async def submit(state, prompt_ids: list[int], params, id_slot: int | None = Non
         raise NotFoundError(f"slot {id_slot} does not exist; this server has {n_slots} slots (--parallel)",
                             param="id_slot")
     if id_slot is not None and id_slot >= 0:
-        slot_id = await wait_for_slot(lambda: state.slots.acquire(id_slot, prompt_ids), id_slot)
+        slot_id = await wait_for_slot(lambda: state.slots.acquire(id_slot, prompt_ids), id_slot, state.slots)
     else:
         slot_id = state.slots.acquire(id_slot, prompt_ids)
     rid = "req-" + secrets.token_hex(8)

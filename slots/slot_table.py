@@ -9,8 +9,9 @@ That is what a slot save writes out and a restore puts back.
 
 Slots do not limit concurrency -- `--max-num-seqs` does. A request names a
 slot with `id_slot`; -1 or absent picks the idle slot sharing the longest
-prefix with its prompt (then the least recently used). When every slot is
-busy the request still runs, slot-less.
+prefix with its prompt (then the least recently used), never one that a
+request or action naming it is queued for. When every slot is busy (or
+awaited) the request still runs, slot-less.
 
 Threads: `acquire` runs on the HTTP event loop, everything that touches pages
 (`on_end`, `pin`, `unpin`) on the engine thread; a lock guards the flags and a
@@ -45,6 +46,14 @@ class SlotTable:
         self.n_ctx = n_ctx
         self._cond = threading.Condition()
         self._task_ids = 0
+        # Slots some request or admin action is queued for (server/slot_wait.py): a request naming no slot
+        # does not take one of them when it falls idle, or a save queued behind a turn could find that
+        # turn's KV replaced by a stranger's.
+        self._awaited: set[int] = set()
+
+    def set_awaited(self, slot_id: int, awaited: bool) -> None:
+        with self._cond:
+            (self._awaited.add if awaited else self._awaited.discard)(slot_id)
 
     # -- request side (event loop) -------------------------------------------------
     def acquire(self, id_slot: int | None, prompt_ids: list[int]) -> int | None:
@@ -56,7 +65,7 @@ class SlotTable:
                 if slot.busy:
                     return None
             else:
-                idle = [s for s in self.slots if not s.busy]
+                idle = [s for s in self.slots if not s.busy and s.id not in self._awaited]
                 if not idle:
                     return None
                 slot = max(idle, key=lambda s: (_common_prefix(s.tokens, prompt_ids), -s.last_used))

@@ -99,7 +99,7 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
             path = resolve_slot_path(s.slot_save_path, await _filename(request))
         except InvalidSlotFilename as exc:
             raise InvalidRequestError(str(exc), param="filename") from None  # "invalid slot filename: <rule>"
-    slot = await wait_for_slot(lambda: state.slots.try_claim(sid), sid)
+    slot = await wait_for_slot(lambda: state.slots.try_claim(sid), sid, state.slots)
     try:
         if action == "save":
             return await _save(state, slot, path)
