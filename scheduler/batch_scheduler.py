@@ -181,6 +181,8 @@ class BatchScheduler:
             # A prompt that is scored adopts cached KV only for positions already scored (a cached
             # position produces no logits); others take the deepest match.
             limit = min(seq.num_tokens - 1, seq.prompt_scored) if seq.scores_prompt else seq.num_tokens - 1
+            if not seq.params.reuse_cache and seq.leader is None:
+                limit = 0  # cache_prompt false; n > 1 siblings still share their own leader's prompt
             match = self.alloc.cache.match(seq.all_ids, limit)
             self.alloc.adopt(seq, match)
             n = min(seq.remaining, budget)

@@ -46,6 +46,9 @@ class SamplingParams:
     # token's logprob after the tokens before it, plus the k likeliest alternatives there.
     prompt_logprobs: int | None = None
     n: int = 1
+    # llama.cpp's cache_prompt: false computes the whole prompt afresh, reusing no cached KV (clients ask
+    # for it for logits that depend on nothing but the prompt); its KV is still cached for later requests.
+    reuse_cache: bool = True
     # A resolved reasoning-budget plan (models/reasoning_budget.BudgetPlan) or
     # None for unrestricted. The engine builds one stateful machine per
     # sequence from it (a plan is shared by n > 1 choices, a machine is not).

@@ -284,6 +284,7 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,
         n=req.n,
+        reuse_cache=req.cache_prompt,
         reasoning_budget=_budget_plan(req, state, prompt_text, reasoning_open),
         forced_tool_call=_forced_tool_call(req, state, reasoning_open),
         tool_grammar=_tool_grammar(req, state),

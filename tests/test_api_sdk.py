@@ -431,6 +431,17 @@ def test_a_repeated_prompt_reports_its_prefix_as_cached_tokens(client, model, se
     assert second.choices[0].message.content == first.choices[0].message.content
 
 
+def test_cache_prompt_false_computes_the_whole_prompt_afresh_and_still_caches_it(client, model, no_eos):
+    args = dict(model=model, messages=[{"role": "user", "content": _unique()}], max_tokens=3, temperature=0,
+                logit_bias=no_eos)
+    first = client.chat.completions.create(**args, extra_body=NO_THINKING)
+    fresh = client.chat.completions.create(**args, extra_body={**NO_THINKING, "cache_prompt": False})
+    assert fresh.usage.prompt_tokens_details.cached_tokens == 0 and fresh.timings["cache_n"] == 0  # llama.cpp's
+    assert fresh.choices[0].message.content == first.choices[0].message.content
+    again = client.chat.completions.create(**args, extra_body=NO_THINKING)
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+
+
 def test_returned_token_ids_sent_back_as_a_completion_prompt_hit_the_cache(client, model, server, no_eos):
     chat = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": _unique()}], max_tokens=4, temperature=0,
