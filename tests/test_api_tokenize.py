@@ -44,6 +44,14 @@ def test_tokenized_text_detokenizes_back_to_itself(server):
     assert DetokenizeResponse.model_validate(r.json()).content == TEXT
 
 
+def test_content_may_mix_strings_and_token_ids_and_name_the_model_as_llama_cpp_takes_it(server):
+    hello, there = _tokenize(server, content="Hello"), _tokenize(server, content=" there")
+    model = httpx.get(server.v1 + "/models", timeout=30).json()["data"][0]["id"]
+    assert _tokenize(server, model=model, content=["Hello", 7, " there"]) == hello + [7] + there
+    r = httpx.post(server.base_url + "/tokenize", json={"content": ["Hello", 10**6]}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "content.1", r.text
+
+
 def test_pieces_carry_the_same_ids_and_join_back_to_the_text(server):
     ids = _tokenize(server, content=TEXT)
     pieces = _tokenize(server, content=TEXT, with_pieces=True)

@@ -1,7 +1,8 @@
 """Wire models of `/tokenize`, `/detokenize` and `/apply-template`.
 
 llama.cpp's `/tokenize`: `{"content", "add_special", "parse_special",
-"with_pieces"}` -> `{"tokens"}`, where a token is an id, or with `with_pieces`
+"with_pieces"}` -> `{"tokens"}` (`content` a string, or a list mixing strings
+and token ids, as llama.cpp's tokenize_mixed reads it), where a token is an id, or with `with_pieces`
 an `{"id", "piece"}` object whose piece is the token's text -- or its bytes as
 a list of ints when the token alone is not valid UTF-8 (a fragment of a
 multi-byte character), which is llama.cpp's answer to the same problem.
@@ -27,7 +28,9 @@ from server.protocol.common import RequestBody, ResponseModel, TokenId, WireMode
 
 
 class TokenizeRequest(RequestBody):
-    content: str
+    model: str | None = None  # vLLM's and the openai SDK's clients name it on every form
+    # Text, or llama.cpp's mixed form: strings and token ids in one list, ids passed through as they are.
+    content: str | list[str | TokenId]
     # Add the checkpoint's BOS/EOS the way a prompt would get them.
     add_special: bool = False
     # Read `<think>`-style markers in `content` as their special tokens.

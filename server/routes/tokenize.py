@@ -71,8 +71,7 @@ async def tokenize(body: Annotated[dict[str, Any], Body()], request: Request):
         raise InvalidRequestError("content is required: /tokenize takes `content` (llama.cpp's form), or "
                                   "`prompt` or `messages` (vLLM's)", param="content")
     req = _validated(FORMS[key], body)
-    if key != "content":
-        check_model(req.model, state)
+    check_model(req.model, state)
     # The whole answer, JSON text included, is built on a tokenizer thread: for a prompt of millions
     # of tokens, building a piece per token and serialising them took tens of seconds, and on the
     # event loop that held every other request (measured: /health waited 41 s behind a 2.6 MB
@@ -83,8 +82,7 @@ async def tokenize(body: Annotated[dict[str, Any], Body()], request: Request):
 def _tokenize_answer(state, req) -> Response:
     """The /tokenize answer in the shape of the form asked (run on a tokenizer thread)."""
     if isinstance(req, TokenizeRequest):
-        ids = state.tokenizer.encode(req.content, add_special_tokens=req.add_special,
-                                     split_special_tokens=not req.parse_special)
+        ids = _mixed_ids(state, req)
         pieces = [{"id": i, "piece": _piece(state.token_bytes(i))} for i in ids] if req.with_pieces else None
         return _json({"tokens": pieces if pieces is not None else ids})
     if isinstance(req, TokenizePromptRequest):
@@ -96,6 +94,24 @@ def _tokenize_answer(state, req) -> Response:
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
     counted = CountedTokens(count=len(ids), max_model_len=state.info.max_model_len, tokens=ids, token_strs=strs)
     return _json(counted.model_dump(mode="json"))
+
+
+def _mixed_ids(state, req: TokenizeRequest) -> list[int]:
+    """llama.cpp's tokenize_mixed: each string tokenized (the checkpoint's BOS only before a first one,
+    with add_special), each id kept."""
+    parts = [req.content] if isinstance(req.content, str) else req.content
+    vocab = state.info.spec.vocab_size
+    ids: list[int] = []
+    for i, part in enumerate(parts):
+        if isinstance(part, int):
+            if part >= vocab:
+                raise InvalidRequestError(f"token id {part} is outside the vocabulary (size {vocab})",
+                                          param=f"content.{i}")
+            ids.append(part)
+        else:
+            ids += state.tokenizer.encode(part, add_special_tokens=req.add_special and i == 0,
+                                          split_special_tokens=not req.parse_special)
+    return ids
 
 
 def _piece(raw: bytes) -> str | list[int]:
