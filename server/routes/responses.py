@@ -50,8 +50,8 @@ _FIELDS = (("messages", "input"), ("response_format.json_schema.schema", "text.f
 
 
 # Chat fields a message may name besides its own param, as Responses spells them (no prose word among them).
-_NAMED_IN_MESSAGES = (("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
-                      ("reasoning_effort", "reasoning.effort"))
+_NAMED_IN_MESSAGES = (("response_format.json_schema.schema", "text.format.schema"), ("response_format", "text.format"),
+                      ("max_completion_tokens", "max_output_tokens"), ("reasoning_effort", "reasoning.effort"))
 
 
 def responses_param(chat: str | None) -> str | None:
