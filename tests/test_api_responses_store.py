@@ -13,6 +13,7 @@ breaks a later one.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -261,3 +262,44 @@ def test_a_chained_turn_is_prepared_on_the_lane_its_whole_history_calls_for(serv
     then = {"previous_response_id": first.json()["id"], "input": "hi", "max_output_tokens": 1}
     assert httpx.post(f"{server.v1}/responses", json=then, timeout=60).status_code == 200
     assert sizes[1] > 1000  # the stored question renders again, though the body says only "hi"
+
+
+def _open_stream(server, **body):
+    """A streamed turn, its connection left open once `response.created` has been read."""
+    client = httpx.Client(timeout=60)
+    stream = client.stream("POST", f"{server.v1}/responses",
+                           json={"input": "Tell me a story.", "max_output_tokens": 400, "stream": True, **body})
+    response = stream.__enter__()
+    lines = response.iter_lines()
+    for line in lines:
+        if line.startswith("data: "):
+            created = json.loads(line[6:])
+            assert created["type"] == "response.created"
+            return client, stream, lines, created["response"]["id"]
+    raise AssertionError("no response.created event")
+
+
+def test_a_running_turn_is_stored_in_progress_and_cannot_be_continued_yet(server):
+    client, stream, lines, rid = _open_stream(server)
+    try:
+        running = httpx.get(f"{server.v1}/responses/{rid}", timeout=60)
+        assert running.status_code == 200 and running.json()["status"] == "in_progress", running.text
+        follow = httpx.post(f"{server.v1}/responses", json={"previous_response_id": rid, "input": "and?"}, timeout=60)
+        assert follow.status_code == 400 and follow.json()["error"]["param"] == "previous_response_id", follow.text
+        for _ in lines:  # read to the end
+            pass
+    finally:
+        stream.__exit__(None, None, None)
+        client.close()
+    assert httpx.get(f"{server.v1}/responses/{rid}", timeout=60).json()["status"] in ("completed", "incomplete")
+
+
+def test_a_turn_whose_client_left_mid_stream_is_stored_as_cancelled(server):
+    client, stream, _, rid = _open_stream(server)
+    stream.__exit__(None, None, None)  # hang up
+    client.close()
+    deadline = time.monotonic() + 30
+    while (status := httpx.get(f"{server.v1}/responses/{rid}", timeout=60).json()["status"]) == "in_progress":
+        assert time.monotonic() < deadline, "still in progress long after the client left"
+        time.sleep(0.1)
+    assert status == "cancelled"

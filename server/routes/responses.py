@@ -106,7 +106,12 @@ async def responses(req: ResponsesRequest, http_request: Request):
         body = _events(state, req, stream, prompt, tool_format, turn)
         return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    [choice] = await collect(stream, http_request, state.engine, 1)
+    turn.begin()
+    try:
+        [choice] = await collect(stream, http_request, state.engine, 1)
+    except BaseException as exc:  # a failed generation, or the route cancelled
+        turn.abandoned(exc)
+        raise
     # The whole answer is read the way its stream is, by the same parser and item writer: the two agree
     # item for item (order, text, statuses), as a client switching between them expects.
     writer = ResponsesEventWriter()
@@ -116,13 +121,16 @@ async def responses(req: ResponsesRequest, http_request: Request):
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
     status = "incomplete" if writer.incomplete else "completed"
+    if choice.finish_reason == "abort":  # the client left while it ran: no one reads this answer
+        status = "cancelled"
     usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer) or prompt.reasoning_open,
                    tool_format)
     return turn.finished(status, writer.items, usage)
 
 
 class _Turn:
-    """One turn's response object, and its storing once finished."""
+    """One turn's response object, and its storing: `in_progress` from the moment it runs (GET answers it,
+    as OpenAI's does), then as it ended -- completed, incomplete, failed, or cancelled when the client left."""
 
     def __init__(self, state, req: ResponsesRequest, context: list[dict], rid: str, created: int,
                  body_bytes: int) -> None:
@@ -134,16 +142,39 @@ class _Turn:
         # This turn's input items get ids derived from the response's (unique, and recognisable in listings).
         self.inputs = [item_record(item, new_record_id(item, f"{token}{i:03d}")) for i, item in enumerate(own)]
         self.context = context
+        self.done = False
+        self.output: list[dict] = []  # the items so far, for a turn that ends without finishing
 
     def envelope(self, status: str, output: list[dict], usage) -> dict:
         return _envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
 
-    def finished(self, status: str, output: list[dict], usage) -> dict:
+    def begin(self) -> dict:
+        snapshot = self.envelope("in_progress", [], None)
+        self._store(snapshot, [])
+        return snapshot
+
+    def finished(self, status: str, output: list[dict], usage, error: dict | None = None) -> dict:
         response = self.envelope(status, output, usage)
+        response["error"] = error
+        self.done = True
+        self._store(response, output)
+        return response
+
+    def abandoned(self, exc: BaseException | None) -> None:
+        """The turn stopped before it finished: failed (an error) or cancelled (the client left)."""
+        if self.done:
+            return
+        if isinstance(exc, APIError):
+            err = exc.body()["error"]
+            self.finished("failed", self.output, None, {"code": err.get("code") or "server_error",
+                                                        "message": err["message"]})
+        else:
+            self.finished("cancelled", self.output, None)
+
+    def _store(self, response: dict, output: list[dict]) -> None:
         if self.stored:
             size = self.body_bytes + approximate_size(output)
             self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], size))
-        return response
 
 
 def _context(state, req: ResponsesRequest) -> list[dict]:
@@ -155,6 +186,9 @@ def _context(state, req: ResponsesRequest) -> list[dict]:
         # OpenAI's status, message and code (a 400: the request names what is not there).
         raise InvalidRequestError(f"Previous response with id '{req.previous_response_id}' not found.",
                                   param="previous_response_id", code="previous_response_not_found")
+    if entry.response["status"] == "in_progress":  # its output is not known yet
+        raise InvalidRequestError(f"Previous response with id '{req.previous_response_id}' is still in progress; "
+                                  "continue from it once it has finished.", param="previous_response_id")
     return entry.next_context()
 
 
@@ -208,8 +242,9 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
     writer = ResponsesEventWriter()
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
     token_ids: list[int] = []
+    turn.output = writer.items  # the same list, growing
     try:
-        snapshot = turn.envelope("in_progress", [], None)
+        snapshot = turn.begin()
         yield _sse(writer.event("response.created", response=snapshot))
         yield _sse(writer.event("response.in_progress", response=snapshot))
         async for ev in stream:
@@ -226,14 +261,18 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
                 for out in writer.finish():
                     yield _sse(out)
                 status = "incomplete" if writer.incomplete else "completed"
+                if ev.finish_reason == "abort":
+                    status = "cancelled"
                 usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer) or prompt.reasoning_open,
                                tool_format)
                 final = turn.finished(status, writer.items, usage)
                 yield _sse(writer.event(f"response.{status}", response=final))
     except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
+        turn.abandoned(exc)
         err = exc.body()["error"]
         yield _sse(writer.event("error", code=err.get("code"), message=err["message"], param=err.get("param")))
     finally:
+        turn.abandoned(None)  # a no-op once finished or failed: otherwise the client left mid-stream
         state.engine.abort(stream.request_id)  # a no-op once finished; frees the pages of a client that left
 
 
