@@ -27,6 +27,9 @@ Why it is shaped so:
   the context items themselves are counted once however many stored turns
   share them, and uncounted when the last of those turns leaves. So the
   estimate tracks what is really alive, not the square of a long chain.
+- A turn is put when it starts (`in_progress`) and again as it ended; a
+  client's DELETE of a turn still running is remembered until its end
+  arrives, so the end does not bring it back.
 - It lives on the event loop (every call is from a route), so it takes no lock.
 
 Not for: building prompts from the items (server/protocol/responses.py) or the
@@ -81,6 +84,8 @@ class ResponsesStore:
         # Invariant: an item is here exactly while some stored turn's context holds it (so its id() is
         # not reused), and _bytes counts it once.
         self._shared: dict[int, list[int]] = {}
+        # Turns deleted while they ran: their end (stored as they finish) must not bring them back.
+        self._deleted_running: set[str] = set()
 
     @property
     def enabled(self) -> bool:
@@ -93,7 +98,11 @@ class ResponsesStore:
         if not self.enabled:
             return
         rid = entry.response["id"]
-        self.delete(rid)
+        if rid in self._deleted_running:
+            if entry.response.get("status") != "in_progress":
+                self._deleted_running.discard(rid)  # the turn's last word: nothing more will come
+            return
+        self._remove(rid)  # a turn's later word replaces its earlier (in_progress, then as it ended)
         self._entries[rid] = entry
         self._charge(entry, +1)
         # The newest entry is last and always stays.
@@ -130,8 +139,14 @@ class ResponsesStore:
         return entry
 
     def delete(self, rid: str) -> bool:
+        """A client's DELETE: gone, and a turn still running stays gone when it ends."""
+        entry = self._remove(rid)
+        if entry is not None and entry.response.get("status") == "in_progress":
+            self._deleted_running.add(rid)
+        return entry is not None
+
+    def _remove(self, rid: str) -> StoredResponse | None:
         entry = self._entries.pop(rid, None)
-        if entry is None:
-            return False
-        self._charge(entry, -1)
-        return True
+        if entry is not None:
+            self._charge(entry, -1)
+        return entry

@@ -294,12 +294,53 @@ def test_a_running_turn_is_stored_in_progress_and_cannot_be_continued_yet(server
     assert httpx.get(f"{server.v1}/responses/{rid}", timeout=60).json()["status"] in ("completed", "incomplete")
 
 
-def test_a_turn_whose_client_left_mid_stream_is_stored_as_cancelled(server):
-    client, stream, _, rid = _open_stream(server)
+def _ended(server, rid: str) -> dict:
+    deadline = time.monotonic() + 30
+    while (stored := httpx.get(f"{server.v1}/responses/{rid}", timeout=60).json())["status"] == "in_progress":
+        assert time.monotonic() < deadline, "still in progress long after it should have ended"
+        time.sleep(0.1)
+    return stored
+
+
+def test_a_turn_whose_client_left_mid_stream_is_stored_as_cancelled_with_what_it_saw(server):
+    client, stream, lines, rid = _open_stream(server)
+    seen = None
+    for line in lines:  # up to the first text delta of the first item
+        if line.startswith("data: "):
+            event = json.loads(line[6:])
+            if event["type"] == "response.output_item.added":
+                seen = event["item"]["id"]
+            if event["type"].endswith(".delta"):
+                break
     stream.__exit__(None, None, None)  # hang up
     client.close()
-    deadline = time.monotonic() + 30
-    while (status := httpx.get(f"{server.v1}/responses/{rid}", timeout=60).json()["status"]) == "in_progress":
-        assert time.monotonic() < deadline, "still in progress long after the client left"
-        time.sleep(0.1)
-    assert status == "cancelled"
+    stored = _ended(server, rid)
+    assert stored["status"] == "cancelled" and seen is not None
+    assert [item["id"] for item in stored["output"]][:1] == [seen]  # the item open when it left, as far as it got
+
+
+def test_a_turn_deleted_while_it_runs_stays_deleted_when_it_ends(server):
+    client, stream, lines, rid = _open_stream(server)
+    try:
+        deleted = httpx.delete(f"{server.v1}/responses/{rid}", timeout=60)
+        assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+        for _ in lines:
+            pass
+    finally:
+        stream.__exit__(None, None, None)
+        client.close()
+    assert httpx.get(f"{server.v1}/responses/{rid}", timeout=60).status_code == 404
+
+
+def test_a_fault_while_answering_is_stored_as_failed_not_left_in_progress(server, monkeypatch):
+    import server.routes.responses as responses_route
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(responses_route, "_usage", broken)
+    r = httpx.post(f"{server.v1}/responses", json={"input": "hi", "max_output_tokens": 2}, timeout=60)
+    assert r.status_code == 500
+    rid = list(server.state.responses._entries)[-1]  # the newest turn: the 500 names none
+    stored = httpx.get(f"{server.v1}/responses/{rid}", timeout=60).json()
+    assert stored["status"] == "failed" and stored["error"]["code"] == "server_error"

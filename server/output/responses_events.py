@@ -69,6 +69,16 @@ class ResponsesEventWriter:
         """Events that close the last open item."""
         return self._close()
 
+    def items_so_far(self) -> list[dict[str, Any]]:
+        """The output as a client reading the events has it now: the closed items, and the open one as far
+        as it got (`incomplete`), for a turn that ends without finishing."""
+        if self._open is None:
+            return list(self.items)
+        item = _copy(self._open)
+        if "status" in item:
+            item["status"] = "incomplete"
+        return [*self.items, item]
+
     # -- items -----------------------------------------------------------------------------
     def _text(self, kind: str, text: str) -> list[dict[str, Any]]:
         if not text:

@@ -19,6 +19,7 @@ named, ending with `response.completed` or `response.incomplete` (no
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -108,14 +109,18 @@ async def responses(req: ResponsesRequest, http_request: Request):
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     turn.begin()
     try:
-        [choice] = await collect(stream, http_request, state.engine, 1)
-    except BaseException as exc:  # a failed generation, or the route cancelled
+        return await _whole(state, req, http_request, stream, prompt, tool_format, turn)
+    except BaseException as exc:  # a failed generation, the route cancelled, or a fault of ours
         turn.abandoned(exc)
         raise
+
+
+async def _whole(state, req: ResponsesRequest, http_request: Request, stream, prompt, tool_format, turn) -> dict:
+    [choice] = await collect(stream, http_request, state.engine, 1)
     # The whole answer is read the way its stream is, by the same parser and item writer: the two agree
     # item for item (order, text, statuses), as a client switching between them expects.
-    writer = ResponsesEventWriter()
-    parser = StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
+    writer = turn.writer
+    parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
     for delta in one_call_only(req, parser.feed(choice.text) + parser.finish()):
         writer.feed(delta)
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
@@ -143,7 +148,7 @@ class _Turn:
         self.inputs = [item_record(item, new_record_id(item, f"{token}{i:03d}")) for i, item in enumerate(own)]
         self.context = context
         self.done = False
-        self.output: list[dict] = []  # the items so far, for a turn that ends without finishing
+        self.writer = ResponsesEventWriter()  # its output items, as far as they got
 
     def envelope(self, status: str, output: list[dict], usage) -> dict:
         return _envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
@@ -161,15 +166,20 @@ class _Turn:
         return response
 
     def abandoned(self, exc: BaseException | None) -> None:
-        """The turn stopped before it finished: failed (an error) or cancelled (the client left)."""
+        """The turn stopped before it finished: cancelled when the client left (no exception, or the route
+        cancelled), else failed, with the output as far as the client saw it."""
         if self.done:
+            return
+        output = self.writer.items_so_far()
+        if exc is None or isinstance(exc, asyncio.CancelledError | GeneratorExit):
+            self.finished("cancelled", output, None)
             return
         if isinstance(exc, APIError):
             err = exc.body()["error"]
-            self.finished("failed", self.output, None, {"code": err.get("code") or "server_error",
-                                                        "message": err["message"]})
+            error = {"code": err.get("code") or "server_error", "message": err["message"]}
         else:
-            self.finished("cancelled", self.output, None)
+            error = {"code": "server_error", "message": "internal error while answering; see server log"}
+        self.finished("failed", output, None, error)
 
     def _store(self, response: dict, output: list[dict]) -> None:
         if self.stored:
@@ -239,10 +249,9 @@ def _thought(writer: ResponsesEventWriter) -> bool:
 
 async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, turn: _Turn):
     """The event stream of one turn: created, in progress, each item's events, then completed (or incomplete)."""
-    writer = ResponsesEventWriter()
+    writer = turn.writer
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
     token_ids: list[int] = []
-    turn.output = writer.items  # the same list, growing
     try:
         snapshot = turn.begin()
         yield _sse(writer.event("response.created", response=snapshot))
@@ -271,6 +280,9 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
         turn.abandoned(exc)
         err = exc.body()["error"]
         yield _sse(writer.event("error", code=err.get("code"), message=err["message"], param=err.get("param")))
+    except Exception as exc:  # a fault of ours: stored as failed; the stream wrapper reports it
+        turn.abandoned(exc)
+        raise
     finally:
         turn.abandoned(None)  # a no-op once finished or failed: otherwise the client left mid-stream
         state.engine.abort(stream.request_id)  # a no-op once finished; frees the pages of a client that left
