@@ -48,8 +48,9 @@ def test_content_may_mix_strings_and_token_ids_and_name_the_model_as_llama_cpp_t
     hello, there = _tokenize(server, content="Hello"), _tokenize(server, content=" there")
     model = httpx.get(server.v1 + "/models", timeout=30).json()["data"][0]["id"]
     assert _tokenize(server, model=model, content=["Hello", 7, " there"]) == hello + [7] + there
-    r = httpx.post(server.base_url + "/tokenize", json={"content": ["Hello", 10**6]}, timeout=30)
-    assert r.status_code == 400 and r.json()["error"]["param"] == "content.1", r.text
+    for bad in (10**6, -1, 1.5, True):  # outside the vocabulary, or no token id at all
+        r = httpx.post(server.base_url + "/tokenize", json={"content": ["Hello", bad]}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "content.1", r.text
 
 
 def test_pieces_carry_the_same_ids_and_join_back_to_the_text(server):

@@ -21,10 +21,12 @@ Not for: the tokenizer itself (models/).
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Any
+
+from pydantic import BaseModel, field_validator
 
 from server.protocol.chat import ChatCompletionRequest
-from server.protocol.common import RequestBody, ResponseModel, TokenId, WireModel
+from server.protocol.common import INT32_MAX, RequestBody, ResponseModel, TokenId, WireModel, field_error
 
 
 class TokenizeRequest(RequestBody):
@@ -36,6 +38,19 @@ class TokenizeRequest(RequestBody):
     # Read `<think>`-style markers in `content` as their special tokens.
     parse_special: bool = True
     with_pieces: bool = False
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _mixed(cls, value: Any) -> Any:
+        # Named by position, not by pydantic's union branches ("content.str: Input should be a valid string").
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise field_error("", "content must be a string, or a list of strings and token ids")
+        for i, part in enumerate(value):
+            if not (isinstance(part, str) or (type(part) is int and 0 <= part <= INT32_MAX)):
+                raise field_error(str(i), f"must be a string or a token id (an integer from 0), got {part!r}")
+        return value
 
 
 class TokenizePromptRequest(RequestBody):
