@@ -505,3 +505,25 @@ def test_concurrent_requests_each_get_their_own_complete_answer(client, model, n
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(ask, range(4)))
     assert results == [(4 + i, "length") for i in range(4)]
+
+
+def test_a_call_the_model_left_open_at_its_end_reads_whole_as_its_stream_reads_it(client, model, server,
+                                                                                  monkeypatch):
+    # With no grammar holding calls, a model may end its turn inside one; a stream has announced that call
+    # before the end comes, so the whole answer must not turn the same text into markup as content.
+    import server.routes.chat as chat_route
+    from server.generation import ChoiceResult
+
+    end = next(iter(server.state.engine.eos_ids))
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa'
+
+    async def ended_in_a_call(stream, http_request, engine, n):
+        engine.abort(stream.request_id)
+        return [ChoiceResult(0, text=text, token_ids=[1, 2, 3], finish_reason="stop", stop_token=end)]
+
+    monkeypatch.setattr(chat_route, "collect", ended_in_a_call)
+    r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                       tools=[WEATHER_TOOL], max_tokens=4, extra_body=NO_THINKING)
+    message = r.choices[0].message
+    assert message.content is None and [(c.function.name, c.function.arguments) for c in message.tool_calls] == \
+        [("get_weather", '{"city": "Pa')]

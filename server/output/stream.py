@@ -13,8 +13,8 @@ reasoning separation (reasoning.py) and tool-call parsing (the format's
 Concatenating the events of every `feed` and `finish` gives exactly the
 whole-text `parse_output` of the same text, wherever the text was split
 (tests check this over random split points), except for a call broken after
-it was announced (tool_calls.py explains); a generation cut at max_tokens is
-read whole as the stream reads it (`parse_output(..., cut=True)`). `has_tool_calls` tells the route
+it was announced (tool_calls.py explains); the chat and Responses routes read
+every whole generation as the stream reads it (`parse_output(..., cut=True)`). `has_tool_calls` tells the route
 to report `finish_reason: "tool_calls"`.
 
 `coalesce(events)` merges neighbours of one kind (fewer SSE chunks), and

@@ -27,8 +27,9 @@ cannot un-send it. The stream then ends that call as it stands (at the end
 of the text, with its arguments as far as the model wrote them, a key or
 number cut mid-way included) and treats the rest as content, while the
 whole parse calls the block content -- unless the whole text is read as cut
-(`parse_output(..., cut=True)`, what a response ended at max_tokens or by the
-client's stop string or stop id does), which is the stream's reading.
+(`parse_output(..., cut=True)`, what the chat route does for every answer, so a
+whole answer and its stream agree however the text ended), which is the
+stream's reading.
 
 The streaming machinery every format builds on is `ToolCallStreamer`
 (tool_stream.py); the whole-text loop they share is `scan_blocks` here.
