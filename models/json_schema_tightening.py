@@ -27,7 +27,12 @@ the whole accepts. Numbers are bounded by `minimum`/`maximum` at
 +-(10**16 - 1), only on a side the schema leaves open and only when the
 other side, an `enum` or a `const` does not already reach past that bound;
 llguidance writes a bounded number without an exponent, and its decimals stay
-unbounded (no schema keyword bounds them).
+unbounded (no schema keyword bounds them, and llguidance has no option for it).
+A value the schema leaves free -- `{}`, an object with no `properties` (a
+`json_object` answer, a dict field), an array with no `items` -- becomes a
+`$ref` to one added definition of any JSON value with bounded numbers: what
+it accepts is unchanged but for numbers past the bound, as llama.cpp's
+grammar for such values writes them.
 
 Not for: checking that a schema is one (server/protocol/json_schema_check.py).
 No torch.
@@ -52,6 +57,12 @@ _SAME_VALUE = ("anyOf", "oneOf", "allOf", "$ref", "$dynamicRef", "$recursiveRef"
 # Beside `properties`, these may let keys in that the object's own `properties` do not name.
 _OPENERS = ("additionalProperties", "patternProperties", *_SAME_VALUE)
 _DEF_MAPS = ("$defs", "definitions")
+# Any JSON value, its numbers bounded: what a free value becomes (added to the root's $defs when used).
+ANY_VALUE_DEF = "anchorage_any_json_value"
+_ANY_REF = {"$ref": f"#/$defs/{ANY_VALUE_DEF}"}
+_ANY_VALUE = {"anyOf": [{"type": "object", "additionalProperties": _ANY_REF}, {"type": "array", "items": _ANY_REF},
+                        {"type": "string"}, {"type": "number", "minimum": -NUMBER_BOUND, "maximum": NUMBER_BOUND},
+                        {"type": "boolean"}, {"type": "null"}]}
 
 
 def tightened(schema: Any) -> Any:
@@ -65,9 +76,11 @@ def tightened(schema: Any) -> Any:
             walk = _Walk(opened)
             out = walk.schema(schema, sole="#" not in opened, root=True)
             if walk.unknown_refs:  # a $ref this walk cannot follow: it may point anywhere, so close nothing
-                return _Walk(opened, closing=False).schema(schema, sole=False, root=True)
+                walk = _Walk(opened, closing=False)
+                out = walk.schema(schema, sole=False, root=True)
+                return _with_any_value(out) if walk.free_values else out
             if walk.opened <= opened:
-                return out
+                return _with_any_value(out) if walk.free_values else out
             opened |= walk.opened
     except RecursionError:
         return schema
@@ -81,6 +94,7 @@ class _Walk:
         self.opened: set[str] = set()
         self.unknown_refs = False
         self.closing = closing
+        self.free_values = False  # a free value was given the bounded any-value definition
 
     def schema(self, schema: Any, sole: bool, root: bool = False) -> Any:
         if not isinstance(schema, dict):
@@ -136,6 +150,22 @@ class _Walk:
             out["additionalProperties"] = False
         if _is_numeric(out.get("type")) and "enum" not in out and "const" not in out:
             _bound(out)
+        return self._bounded_if_free(out)
+
+    def _bounded_if_free(self, out: dict) -> dict:
+        """A schema that says nothing of its value but (maybe) its type, with its numbers bounded."""
+        if not set(out) <= _ANNOTATIONS or ANY_VALUE_DEF in out.get("$defs", {}):
+            return out
+        kind = out.get("type")
+        if kind is None and not set(out) & {"$defs", "definitions"}:
+            self.free_values = True
+            return {**out, **_ANY_REF}
+        if kind == "object":
+            self.free_values = True
+            return {**out, "additionalProperties": _ANY_REF}
+        if kind == "array":
+            self.free_values = True
+            return {**out, "items": _ANY_REF}
         return out
 
     def _uses_within(self, schema: Any) -> None:
@@ -156,6 +186,10 @@ class _Walk:
             self.unknown_refs = True
         elif not sole:
             self.opened.add(target)
+
+
+def _with_any_value(schema: dict) -> dict:
+    return {**schema, "$defs": {**schema.get("$defs", {}), ANY_VALUE_DEF: _ANY_VALUE}}
 
 
 def _local_target(ref: Any) -> str | None:

@@ -34,8 +34,18 @@ def test_an_object_that_says_what_else_it_takes_keeps_it():
     assert tightened(open_map)["additionalProperties"] == {"type": "boolean"}
     patterned = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x_": {}}}
     assert "additionalProperties" not in tightened(patterned)
-    free = {"type": "object"}
-    assert tightened(free) == free  # json_object and dict fields stay any object
+
+
+
+def test_a_free_value_stays_any_value_but_for_numbers_past_the_bound():
+    # json_object answers, dict fields, untyped values: a confused model rambled -11111... there until max_tokens.
+    samples = [{"a": [1, 2.5, {"b": None}], "c": "x", "d": {"e": True}}, {}, {"n": -(10**15)}, {"x": [None, "s"]}]
+    dict_fields = {"type": "object", "properties": {"d": {"type": "object"}, "x": {}}, "additionalProperties": True}
+    for free in ({"type": "object"}, {}, dict_fields):
+        out = jsonschema.Draft202012Validator(tightened(free))
+        assert all(out.is_valid(value) for value in samples if jsonschema.Draft202012Validator(free).is_valid(value))
+        assert not out.is_valid({"d": {"n": 10**17}, "x": 10**17}) and not out.is_valid(10**17)
+    assert tightened({"type": "string"}) == {"type": "string"}
 
 
 def test_an_allof_of_several_parts_leaves_every_object_open_so_the_parts_can_still_combine():

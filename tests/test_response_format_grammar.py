@@ -243,3 +243,13 @@ def test_an_unbounded_integer_answer_stops_at_sixteen_digits_as_llama_cpps_gramm
         assert _allowed(grammar, digit)
         grammar.accept(digit)
     assert not _allowed(grammar, digit)
+
+
+def test_a_json_object_answer_holds_its_numbers_to_sixteen_digits_at_any_depth(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids, schema={"type": "object"})  # what response_format json_object asks for
+    digit = tokenizer.encode("1", add_special_tokens=False)[0]
+    _feed(grammar, tokenizer, '{"a": [{"b": -')
+    for _ in range(16):
+        assert _allowed(grammar, digit)
+        grammar.accept(digit)
+    assert not _allowed(grammar, digit)
