@@ -235,21 +235,21 @@ def test_an_answer_object_takes_only_its_declared_keys_as_llama_cpps_grammar_doe
     assert grammar.forced_token() == ids["<|im_end|>"]
 
 
+def _sixteen_digits_then_no_more(grammar, tokenizer, digit: str) -> None:
+    token = tokenizer.encode(digit, add_special_tokens=False)[0]
+    for _ in range(16):
+        assert _allowed(grammar, token)
+        grammar.accept(token)
+    assert not _allowed(grammar, token)
+
+
 def test_an_unbounded_integer_answer_stops_at_sixteen_digits_as_llama_cpps_grammar_does(tokenizer, ids):
     grammar = _grammar(tokenizer, ids)
-    digit = tokenizer.encode("4", add_special_tokens=False)[0]
     _feed(grammar, tokenizer, '{"city": "Oslo", "n": ')
-    for _ in range(16):
-        assert _allowed(grammar, digit)
-        grammar.accept(digit)
-    assert not _allowed(grammar, digit)
+    _sixteen_digits_then_no_more(grammar, tokenizer, "4")
 
 
 def test_a_json_object_answer_holds_its_numbers_to_sixteen_digits_at_any_depth(tokenizer, ids):
     grammar = _grammar(tokenizer, ids, schema={"type": "object"})  # what response_format json_object asks for
-    digit = tokenizer.encode("1", add_special_tokens=False)[0]
     _feed(grammar, tokenizer, '{"a": [{"b": -')
-    for _ in range(16):
-        assert _allowed(grammar, digit)
-        grammar.accept(digit)
-    assert not _allowed(grammar, digit)
+    _sixteen_digits_then_no_more(grammar, tokenizer, "1")
