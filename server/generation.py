@@ -62,14 +62,6 @@ class ChoiceResult:
     prompt_logprobs: list | None = None  # the prompt's scored tokens, on the choice that scored them
     stop_token: int | None = None  # the EOS or stop id that ended it; None for a stop string or a cut
 
-    def cut_short(self, eos_ids) -> bool:
-        """Ended other than by the model's own end: at max_tokens, or by the client's stop string or stop
-        id. A stream ends such a text as it stands (a call announced stays a call, its arguments as far as
-        they got), and the whole response reads it so too (`parse_output(..., cut=True)`)."""
-        if self.finish_reason == "length":
-            return True
-        return self.finish_reason == "stop" and self.stop_token not in eos_ids
-
     def add(self, ev: StreamEvent) -> None:
         if ev.prompt_logprobs is not None:
             self.prompt_logprobs = ev.prompt_logprobs

@@ -527,3 +527,4 @@ def test_a_call_the_model_left_open_at_its_end_reads_whole_as_its_stream_reads_i
     message = r.choices[0].message
     assert message.content is None and [(c.function.name, c.function.arguments) for c in message.tool_calls] == \
         [("get_weather", '{"city": "Pa')]
+    assert r.choices[0].finish_reason == "stop"  # an unfinished call is no call an agent may run

@@ -50,10 +50,10 @@ def parse_output(
     prompt_opened: bool = False,
     cut: bool = False,
 ) -> ParsedOutput:
-    """The whole-text reading of one generation. `cut`: it ended at max_tokens or at the client's stop
-    (ChoiceResult.cut_short), not where the model ended it, so it is read as its
-    stream is -- a call announced before the cut stays a call, its arguments as far as they got, as
-    OpenAI returns a cut call -- and a streamed and a whole response of one generation agree."""
+    """The whole-text reading of one generation. `cut`: read it as its stream is -- a call announced
+    before the text ended (at max_tokens, at the client's stop, or the model's own end with no grammar
+    holding the call) stays a call, its arguments as far as they got, as OpenAI returns a cut call -- so
+    a streamed and a whole response of one generation agree (the chat route always asks for this)."""
     if cut:
         return _folded(StreamingOutputParser(reasoning_format, tool_format, prompt_opened), text)
     parser = resolve_tool_parser(tool_format)

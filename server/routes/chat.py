@@ -11,6 +11,7 @@ the body iterator; `finally` tells the engine).
 
 from __future__ import annotations
 
+import json
 import time
 
 from fastapi import APIRouter, Request
@@ -73,15 +74,24 @@ def _parsed_reasoning(info):
     return fmt if fmt is not None and fmt.kind == "markers" else None
 
 
-def _finish_reason(engine_reason: str | None, has_calls: bool, req: ChatCompletionRequest,
-                   model_ended: bool) -> str | None:
+def _finish_reason(engine_reason: str | None, arguments: list[str], req: ChatCompletionRequest) -> str | None:
     # A call the client named is what it asked for, not the model's choice to call: OpenAI answers "stop"
-    # then, and "tool_calls" for calls under `auto` or `required` (vLLM follows it). `model_ended`: the
-    # model ended its turn (EOS), not the client's stop string or id -- a call that stop cut is no finished
-    # call an agent may run: "stop", as vLLM answers when the cut call's JSON does not parse.
-    if engine_reason == "stop" and has_calls and model_ended and not isinstance(req.tool_choice, NamedToolChoice):
+    # then, and "tool_calls" for calls under `auto` or `required` (vLLM follows it). `arguments`: the
+    # turn's calls' -- one left unfinished (cut by the client's stop, or ended by the model inside it with
+    # no grammar holding it) is no call an agent may run: "stop", as vLLM answers when a call's JSON does
+    # not parse.
+    if (engine_reason == "stop" and arguments and all(map(_is_json, arguments))
+            and not isinstance(req.tool_choice, NamedToolChoice)):
         return "tool_calls"
     return engine_reason if engine_reason in ("stop", "length") else "stop"
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 @router.post("/v1/chat/completions")
@@ -120,8 +130,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         )
         out.append(ChatCompletionChoice(
             index=c.index, message=msg,
-            finish_reason=_finish_reason(c.finish_reason, bool(parsed.tool_calls), req,
-                                         model_ended=not c.cut_short(state.engine.eos_ids)),
+            finish_reason=_finish_reason(c.finish_reason, [call.arguments for call in parsed.tool_calls], req),
             logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
             token_ids=c.token_ids if req.return_token_ids else None,
         ))
@@ -164,6 +173,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     continuous = continuous_usage(req)
     by_choice = [0] * req.n  # completion tokens so far per choice (a chunk's running usage is its choice's, as vLLM's)
     thoughts = [_ThoughtCounter(tool_format, prompt.reasoning_open) for _ in range(req.n)]
+    arguments: list[dict[int, str]] = [{} for _ in range(req.n)]  # per choice: each call's arguments so far
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
         if continuous:
@@ -188,6 +198,9 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             deltas = one_call_only(req, deltas)
             thoughts[ev.index].feed(state, ev, deltas)
             for d in deltas:
+                if isinstance(d, ToolCallDelta):
+                    arguments[ev.index][d.index] = arguments[ev.index].get(d.index, "") + (d.arguments or "")
+            for d in deltas:
                 yield chunk(ev.index, delta_dict(d), logprobs=lp, token_ids=ids)
                 lp, ids, extras_pending = None, None, False
             if extras_pending and ev.finish_reason is None:
@@ -196,8 +209,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             if ev.finish_reason is not None:
                 if ev.index == 0:
                     stats0 = ev.stats
-                reason = _finish_reason(ev.finish_reason, parser.has_tool_calls, req,
-                                        model_ended=ev.stop_token in state.engine.eos_ids)
+                reason = _finish_reason(ev.finish_reason, list(arguments[ev.index].values()), req)
                 yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
