@@ -70,13 +70,18 @@ def tightened(schema: Any) -> Any:
     input is not modified. A schema too deep to walk is returned as it is."""
     if not isinstance(schema, dict):
         return schema
+    # "#/$defs/..." names the root's definitions only where no nested $id moves the base: with one, a
+    # reference may mean another schema's, so nothing is closed, and no definition is added. Nor is one
+    # added to a root $defs that is no map.
+    nested_id = _nested_id(schema)
+    free = isinstance(schema.get("$defs", {}), dict) and not nested_id
     try:
         opened: set[str] = set()  # "#" (the root) and "$defs/Name" entries some $ref uses beside other keys
         while True:
-            walk = _Walk(opened)
+            walk = _Walk(opened, free_values=free)
             out = walk.schema(schema, sole="#" not in opened, root=True)
-            if walk.unknown_refs:  # a $ref this walk cannot follow: it may point anywhere, so close nothing
-                walk = _Walk(opened, closing=False)
+            if walk.unknown_refs or nested_id:  # a $ref this walk cannot follow: it may point anywhere
+                walk = _Walk(opened, closing=False, free_values=free)
                 out = walk.schema(schema, sole=False, root=True)
                 return _with_any_value(out) if walk.free_values else out
             if walk.opened <= opened:
@@ -89,12 +94,13 @@ def tightened(schema: Any) -> Any:
 class _Walk:
     """One rewriting pass; it notes the definitions a `$ref` used beside other keys must leave open."""
 
-    def __init__(self, opened: set[str], closing: bool = True) -> None:
+    def __init__(self, opened: set[str], closing: bool = True, free_values: bool = True) -> None:
         self.known_open = opened
         self.opened: set[str] = set()
         self.unknown_refs = False
         self.closing = closing
-        self.free_values = False  # a free value was given the bounded any-value definition
+        self.bound_free_values = free_values  # may free values become the bounded any-value definition?
+        self.free_values = False  # one did
 
     def schema(self, schema: Any, sole: bool, root: bool = False) -> Any:
         if not isinstance(schema, dict):
@@ -154,7 +160,7 @@ class _Walk:
 
     def _bounded_if_free(self, out: dict) -> dict:
         """A schema that says nothing of its value but (maybe) its type, with its numbers bounded."""
-        if not set(out) <= _ANNOTATIONS or ANY_VALUE_DEF in out.get("$defs", {}):
+        if not self.bound_free_values or not set(out) <= _ANNOTATIONS:
             return out
         kind = out.get("type")
         if kind is None and not set(out) & {"$defs", "definitions"}:
@@ -186,6 +192,20 @@ class _Walk:
             self.unknown_refs = True
         elif not sole:
             self.opened.add(target)
+
+
+def _nested_id(schema: Any) -> bool:
+    """Does a subschema below the root set `$id` (a new base for the references inside it)?"""
+    pending = [value for key, value in schema.items() if key != "$id"]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if "$id" in item:
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 def _with_any_value(schema: dict) -> dict:

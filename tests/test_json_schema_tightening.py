@@ -112,3 +112,12 @@ def test_a_schema_too_deep_to_walk_is_compiled_as_sent():
     for _ in range(5000):
         deep = {"type": "array", "items": deep}
     assert tightened(deep) is deep
+
+
+def test_a_schema_with_a_nested_base_or_odd_definitions_still_compiles_as_it_would_untightened():
+    # "#/$defs/..." below a nested $id points into that subschema, not the root: nothing is added or closed.
+    based = {"type": "object", "properties": {"a": {"$id": "urn:x:a", "type": "object", "properties": {"k": {}}}}}
+    out = tightened(based)
+    assert "$defs" not in out and "additionalProperties" not in out["properties"]["a"]
+    for odd in ({"type": "object", "$defs": 5}, {"type": "object", "$defs": []}):  # no crash, nothing added
+        assert tightened(odd) == odd
