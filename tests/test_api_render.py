@@ -187,6 +187,8 @@ def test_an_unknown_reasoning_effort_is_a_400_naming_the_field(server, path, bod
 def test_openais_routing_hints_are_accepted_and_change_nothing(server):
     body = {"messages": MESSAGES}
     hinted = _post(server, "/tokenize", {**body, "service_tier": "auto", "prompt_cache_key": "user-7",
-                                         "safety_identifier": "u7"})
+                                         "safety_identifier": "u7", "verbosity": "low"})
     assert hinted.status_code == 200, hinted.text
     assert hinted.json()["tokens"] == _post(server, "/tokenize", body).json()["tokens"]
+    loud = _post(server, "/v1/chat/completions", {**body, "verbosity": "loud"})
+    assert loud.status_code == 400 and loud.json()["error"]["param"] == "verbosity", loud.text

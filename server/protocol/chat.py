@@ -224,6 +224,9 @@ class ChatCompletionRequest(SamplingFields):
     # (gpt-oss's harmony: "Reasoning: low") thinks accordingly, others ignore it. How long a thought may
     # run is capped by reasoning_budget_tokens.
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    # OpenAI's hint of how long an answer should be (GPT-5's `verbosity`, which LiteLLM and openai-agents'
+    # ModelSettings pass on): checked, then ignored -- no chat template reads it.
+    verbosity: Literal["low", "medium", "high"] | None = None
     # vLLM's: open the assistant's turn after the messages (default), or -- continue_final_message --
     # leave the final assistant message open so the model goes on with it (an answer's first words
     # written by the client); the response carries only what the model added.
