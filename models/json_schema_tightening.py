@@ -26,8 +26,9 @@ is a sole use, found by walking until no more definitions open up. Under
 the whole accepts. Numbers are bounded by `minimum`/`maximum` at
 +-(10**16 - 1), only on a side the schema leaves open and only when the
 other side, an `enum` or a `const` does not already reach past that bound;
-llguidance writes a bounded number without an exponent, and its decimals stay
-unbounded (no schema keyword bounds them, and llguidance has no option for it).
+llguidance writes a bounded number without an exponent; the digits after the
+point no schema keyword bounds (models/json_fraction_guard.py does, over the
+grammar's mask).
 A value the schema leaves free -- `{}`, an object with no `properties` (a
 `json_object` answer, a dict field), an array with no `items` -- becomes a
 `$ref` to one added definition of any JSON value with bounded numbers: what

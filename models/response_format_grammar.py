@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.grammar_vocabulary import JSON_WHITESPACE, GrammarVocabulary, Mask
+from models.json_fraction_guard import FractionGuard
 from models.json_schema_tightening import tightened
 from models.tool_call_grammar import CallBlocks
 
@@ -95,6 +96,7 @@ class ResponseGrammar:
         self._end_of_turn = vocabulary.end_of_turn
         self._finished = False  # the JSON is complete: only the end of turn may follow
         self._mask = Mask(vocabulary.tokenizer)
+        self._fraction = FractionGuard(vocabulary.tokenizer)  # no 17th digit after a number's point
 
     @property
     def armed(self) -> bool:
@@ -108,7 +110,7 @@ class ResponseGrammar:
         JSON is complete (then `forced_token()` ends the turn)."""
         allowed = self._mask.of(self._matcher) if self._armed else None
         self._armed = allowed is not None  # a matcher in error stands down
-        return allowed
+        return None if allowed is None else self._fraction.narrowed(allowed)
 
     def accept(self, token: int) -> None:
         if self._finished:
@@ -118,7 +120,9 @@ class ResponseGrammar:
             return
         if not self._matcher.consume_token(token):
             self._armed = False  # a token another processor forced: stand down rather than fail
-        elif self._matcher.is_stopped():
+            return
+        self._fraction.seen(token)
+        if self._matcher.is_stopped():
             # llguidance stops once nothing but its end-of-sequence can follow: the JSON is complete.
             self._armed = False
             self._finished = self._end_of_turn is not None and token != self._end_of_turn

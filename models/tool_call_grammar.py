@@ -49,6 +49,7 @@ import llguidance
 import numpy as np
 
 from models.grammar_vocabulary import JSON_WHITESPACE, GrammarVocabulary, Mask
+from models.json_fraction_guard import FractionGuard
 from models.json_schema_tightening import tightened
 
 
@@ -262,6 +263,7 @@ class ToolCallGrammar:
         self._vocabulary = vocabulary
         self._matcher: llguidance.LLMatcher | None = None
         self._mask = Mask(vocabulary.grammars.tokenizer)
+        self._fraction = FractionGuard(vocabulary.grammars.tokenizer)  # no 17th digit after a number's point
         self._end_of_turn = vocabulary.grammars.end_of_turn if single else None
         self._ending = False  # a single call is complete: the end of turn is forced next
         # Llama's bare calls: while the message may still open as a call, the call grammar fed with its
@@ -282,7 +284,8 @@ class ToolCallGrammar:
         allowed = self._mask.of(self._matcher) if self._matcher is not None else None
         if allowed is None:
             self._matcher = None  # nothing open, or a matcher in error: stand down
-        return allowed
+            return None
+        return self._fraction.narrowed(allowed)
 
     def accept(self, token: int) -> None:
         if self._ending:
@@ -305,7 +308,9 @@ class ToolCallGrammar:
     def _consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):
             self._matcher = None  # a forced token the grammar did not allow: stand down
-        elif self._matcher.is_stopped():
+            return
+        self._fraction.seen(token)
+        if self._matcher.is_stopped():
             # The block's end ended the call; with `single`, the turn ends with it (Llama's ends end it).
             self._matcher = None
             self._ending = (self._end_of_turn is not None and token != self._end_of_turn

@@ -253,3 +253,15 @@ def test_a_json_object_answer_holds_its_numbers_to_sixteen_digits_at_any_depth(t
     grammar = _grammar(tokenizer, ids, schema={"type": "object"})  # what response_format json_object asks for
     _feed(grammar, tokenizer, '{"a": [{"b": -')
     _sixteen_digits_then_no_more(grammar, tokenizer, "1")
+
+
+def test_a_number_answer_stops_at_sixteen_digits_after_its_point_as_llama_cpps_grammar_does(tokenizer, ids):
+    schema = {"type": "object", "properties": {"x": {"type": "number"}, "s": {"type": "string"}}, "required": ["x", "s"]}
+    grammar = _grammar(tokenizer, ids, schema=schema)
+    _feed(grammar, tokenizer, '{"x": 0.')
+    _sixteen_digits_then_no_more(grammar, tokenizer, "3")
+    _feed(grammar, tokenizer, ', "s": "pi is 3.')  # inside a string digits stay free
+    three = tokenizer.encode("3", add_special_tokens=False)[0]
+    for _ in range(20):
+        assert _allowed(grammar, three)
+        grammar.accept(three)

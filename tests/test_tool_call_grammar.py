@@ -489,3 +489,15 @@ def test_a_nested_argument_object_takes_only_its_declared_keys_and_numbers_stop_
     for _ in range(16):
         _feed(grammar, [digit])
     assert digit not in _allowed(grammar)
+
+
+def test_a_number_argument_stops_at_sixteen_digits_after_its_point(tokenizer, vocabulary):
+    # LangChain's with_structured_output(method="function_calling") met 0.3000... until max_tokens.
+    grammar = _grammar(vocabulary)  # the demo tools: calculate's `a` and `b` are numbers
+    grammar.accept(vocabulary.opener)
+    _feed(grammar, _ids(tokenizer, '\n{"name": "calculate", "arguments": {"a": 0.'))
+    digit = _ids(tokenizer, "3")[0]
+    for _ in range(16):
+        assert digit in _allowed(grammar)
+        _feed(grammar, [digit])
+    assert digit not in _allowed(grammar) and _ids(tokenizer, ",")[0] in _allowed(grammar)
