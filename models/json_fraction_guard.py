@@ -8,15 +8,17 @@ until `max_tokens`, and the client's parse fails (LangChain's
 with_structured_output, measured on the demo model). llama.cpp's grammar
 allows `[0-9]{1,16}` there.
 
-Why it is shaped so: the grammar's mask says where the text is. Right after
-digits that follow a digit and a point, a JSON number's fraction is the only
-place where a quote cannot come next (inside a string, or in free text such
-as a thought, it can). So once the text ends in such a fraction of 16 digits,
-and the mask allows no quote, the tokens that would write more digits are
-taken out -- a token counts by the digits it begins with, so 15 digits and
-then "12" are refused too. The guard never empties a mask: if the grammar
-allows nothing else (a schema whose range needs more digits), it stands
-aside. The vocabulary's tables are built once, on first need.
+Why it is shaped so: the guard follows the text with a JSON lexer as small
+as it can be -- inside a string or not (escapes included), and how many
+digits follow a point that followed a digit -- which a special token (a
+thought's closer) resets, so a thought's free text does not leave it inside
+a string. A fraction outside strings is narrowed only when the grammar's mask
+also allows no quote next: in free text (a thought the prompt opened) a quote
+may come, in a number's fraction it may not. Then the tokens that would write
+a 17th digit are taken out -- a token counts by the digits it begins with, so
+15 digits and then "12" are refused too. The guard never empties a mask: if
+the grammar allows nothing else (a schema whose range needs more digits), it
+stands aside. The vocabulary's tables are built once, on first need.
 
 Not for: compiling grammars (grammar_vocabulary.py). No torch.
 """
@@ -76,10 +78,25 @@ class FractionGuard:
         self._tokenizer = tokenizer
         self._fraction: int | None = None  # digits since a point that followed a digit; None elsewhere
         self._after_digit = False
+        self._in_string = False
+        self._escaped = False  # inside a string, right after a backslash
 
     def seen(self, token: int) -> None:
+        if self._tokenizer.is_special_token(token):  # a thought's closer, say: JSON starts afresh
+            self._fraction, self._after_digit, self._in_string, self._escaped = None, False, False, False
+            return
         for byte in self._tokenizer.decode_bytes([token]):
-            if byte in _DIGITS:
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif byte == ord("\\"):
+                    self._escaped = True
+                elif byte == ord('"'):
+                    self._in_string = False
+                continue
+            if byte == ord('"'):
+                self._in_string, self._fraction, self._after_digit = True, None, False
+            elif byte in _DIGITS:
                 if self._fraction is not None:
                     self._fraction += 1
                 self._after_digit = True
@@ -90,7 +107,7 @@ class FractionGuard:
 
     def narrowed(self, mask: np.ndarray) -> np.ndarray:
         """`mask` ([ceil(vocab / 32)] int32) without the tokens that would write a 17th fraction digit."""
-        if self._fraction is None:
+        if self._fraction is None or self._in_string:
             return mask
         tables = tables_for(self._tokenizer)
         left = max(0, MAX_FRACTION_DIGITS - self._fraction)

@@ -265,3 +265,19 @@ def test_a_number_answer_stops_at_sixteen_digits_after_its_point_as_llama_cpps_g
     for _ in range(20):
         assert _allowed(grammar, three)
         grammar.accept(three)
+
+
+@pytest.mark.parametrize("schema, text", [
+    ({"type": "string", "minLength": 30}, '"3.14159265358979323846264 is pi"'),  # a string that cannot close yet
+    ({"type": "object", "properties": {"v1.123456789012345678": {"type": "integer"}}}, '{"v1.123456789012345678": 1}'),
+    ({"type": "object", "properties": {"n": {"type": "number"}}}, '{"n": 2.5}'),
+])
+def test_digits_inside_strings_and_keys_stay_free_however_many_follow_a_point(tokenizer, ids, schema, text):
+    _feed(_grammar(tokenizer, ids, schema=schema), tokenizer, text)
+
+
+def test_a_quote_left_open_in_the_thought_does_not_hide_the_answers_numbers_from_the_bound(tokenizer, ids):
+    grammar = _grammar(tokenizer, ids, schema={"type": "object", "properties": {"x": {"type": "number"}}})
+    _feed(grammar, tokenizer, 'He said "pi is 3.', specials=[ids["<think>"]])
+    _feed(grammar, tokenizer, '{"x": 0.', specials=[ids["</think>"]])
+    _sixteen_digits_then_no_more(grammar, tokenizer, "3")
