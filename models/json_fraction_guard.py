@@ -38,6 +38,7 @@ class FractionTables:
     than r digits; and the tokens that are a lone quote."""
 
     def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer  # kept alive while cached, so its id() is not reused
         n = tokenizer.vocab_size
         leading = np.zeros(n, dtype=np.int16)
         quotes = []
@@ -67,7 +68,6 @@ def tables_for(tokenizer) -> FractionTables:
         found = _tables.get(id(tokenizer))
         if found is None:
             found = _tables[id(tokenizer)] = FractionTables(tokenizer)
-            found.tokenizer = tokenizer  # kept alive, so its id() is not reused
         return found
 
 

@@ -84,10 +84,11 @@ def tightened(schema: Any) -> Any:
             if walk.unknown_refs or nested_id:  # a $ref this walk cannot follow: it may point anywhere
                 walk = _Walk(opened, closing=False, free_values=free)
                 out = walk.schema(schema, sole=False, root=True)
-                return _with_any_value(out) if walk.free_values else out
+                break
             if walk.opened <= opened:
-                return _with_any_value(out) if walk.free_values else out
+                break
             opened |= walk.opened
+        return _with_any_value(out) if walk.free_values else out
     except RecursionError:
         return schema
 
@@ -176,16 +177,10 @@ class _Walk:
         return out
 
     def _uses_within(self, schema: Any) -> None:
-        pending = [schema]
-        while pending:
-            item = pending.pop()
-            if isinstance(item, dict):
-                for key in ("$ref", "$dynamicRef", "$recursiveRef"):
-                    if key in item:
-                        self._use(item[key] if key == "$ref" else None, False)
-                pending.extend(item.values())
-            elif isinstance(item, list):
-                pending.extend(item)
+        for item in _dicts_in(schema):
+            for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+                if key in item:
+                    self._use(item[key] if key == "$ref" else None, False)
 
     def _use(self, ref: Any, sole: bool) -> None:
         target = _local_target(ref)
@@ -195,18 +190,21 @@ class _Walk:
             self.opened.add(target)
 
 
-def _nested_id(schema: Any) -> bool:
+def _nested_id(schema: dict) -> bool:
     """Does a subschema below the root set `$id` (a new base for the references inside it)?"""
-    pending = [value for key, value in schema.items() if key != "$id"]
+    return any("$id" in item for item in _dicts_in([v for k, v in schema.items() if k != "$id"]))
+
+
+def _dicts_in(value: Any):
+    """Every dict in a JSON value, walked without recursion (no depth breaks it)."""
+    pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, dict):
-            if "$id" in item:
-                return True
+            yield item
             pending.extend(item.values())
         elif isinstance(item, list):
             pending.extend(item)
-    return False
 
 
 def _with_any_value(schema: dict) -> dict:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from scheduler.engine import EngineRequest
 from scheduler.request_stream import ChoiceStats, RequestStream, StreamEvent, TokenLogprob
 from server.errors import NotFoundError, ServerError
-from server.output.tool_calls import get_tool_parser, tool_parser_names
+from server.output.tool_calls import known_tool_parser
 from server.protocol import Timings, Usage
 from server.slot_wait import wait_for_slot
 
@@ -139,7 +139,8 @@ def thought_token_count(state, token_ids: list[int], thought: bool, tool_format:
         return 0
     encode = functools.partial(state.tokenizer.encode, add_special_tokens=False)
     closer = encode(state.info.reasoning.end)
-    openers = [encode(o) for o in get_tool_parser(tool_format).openers] if tool_format in tool_parser_names() else []
+    parser = known_tool_parser(tool_format)
+    openers = [encode(o) for o in parser.openers] if parser else []
     for i in range(len(token_ids)):
         if token_ids[i:i + len(closer)] == closer:
             return i + len(closer)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.output.tool_calls import get_tool_parser, tool_parser_names
+from server.output.tool_calls import known_tool_parser
 
 
 def hidden_special_ids(tokenizer: Any, reasoning: Any, tool_call_format: str | None) -> frozenset[int]:
@@ -33,7 +33,8 @@ def hidden_special_ids(tokenizer: Any, reasoning: Any, tool_call_format: str | N
     special = {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
     special.update(tokenizer.all_special_ids)
     # The markers the format's reader looks for (its own list: a format's name is the family table's).
-    needed = set(get_tool_parser(tool_call_format).markers if tool_call_format in tool_parser_names() else ())
+    parser = known_tool_parser(tool_call_format)
+    needed = set(parser.markers if parser else ())
     if reasoning is not None:
         needed.update(m for m in (reasoning.start, reasoning.end) if m)
     return frozenset(i for i in special if tokenizer.convert_ids_to_tokens(i) not in needed)

@@ -190,6 +190,13 @@ def get_tool_parser(name: str) -> ToolCallParser:
     return registry[name]()
 
 
+def known_tool_parser(name: str | None) -> ToolCallParser | None:
+    """The parser registered as `name`, or None for no name or one this server reads no calls in (a
+    family table format without a reader here, say)."""
+    registry = _registry()
+    return registry[name]() if name in registry else None
+
+
 def _registry() -> dict[str, type[ToolCallParser]]:
     # Imported here: the format modules import this one.
     from server.output.hermes import HermesParser

@@ -125,12 +125,8 @@ async def _whole(state, req: ResponsesRequest, http_request: Request, stream, pr
         writer.feed(delta)
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
-    status = "incomplete" if writer.incomplete else "completed"
-    if choice.finish_reason == "abort":  # the client left while it ran: no one reads this answer
-        status = "cancelled"
-    usage = _usage(state, prompt, choice.token_ids, choice.stats, _thought(writer) or prompt.reasoning_open,
-                   tool_format)
-    return turn.finished(status, writer.items, usage)
+    usage = _usage(state, prompt, choice.token_ids, choice.stats, writer, tool_format)
+    return turn.finished(_status(writer, choice.finish_reason), writer.items, usage)
 
 
 class _Turn:
@@ -269,11 +265,8 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
                 writer.incomplete = ev.finish_reason == "length"  # the item open at the cut, and the turn
                 for out in writer.finish():
                     yield _sse(out)
-                status = "incomplete" if writer.incomplete else "completed"
-                if ev.finish_reason == "abort":
-                    status = "cancelled"
-                usage = _usage(state, prompt, token_ids, ev.stats, _thought(writer) or prompt.reasoning_open,
-                               tool_format)
+                status = _status(writer, ev.finish_reason)
+                usage = _usage(state, prompt, token_ids, ev.stats, writer, tool_format)
                 final = turn.finished(status, writer.items, usage)
                 yield _sse(writer.event(f"response.{status}", response=final))
     except APIError as exc:  # headers are gone: the error goes in-band, as an `error` event
@@ -311,7 +304,17 @@ def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, 
     }
 
 
-def _usage(state, prompt, token_ids: list[int], stats, thought: bool, tool_format: str | None) -> dict:
+def _status(writer: ResponsesEventWriter, finish_reason: str | None) -> str:
+    """How a turn that ran to its end ended: cut (incomplete), finished, or cancelled by the engine when
+    its client left while it ran."""
+    if finish_reason == "abort":
+        return "cancelled"
+    return "incomplete" if writer.incomplete else "completed"
+
+
+def _usage(state, prompt, token_ids: list[int], stats, writer: ResponsesEventWriter, tool_format: str | None) -> dict:
+    # A thought the prompt opened counts even if empty: it took its closer.
+    thought = _thought(writer) or prompt.reasoning_open
     produced = len(token_ids)
     return {
         "input_tokens": len(prompt.token_ids), "input_tokens_details": {"cached_tokens": stats.cached_tokens if stats else 0},
