@@ -107,6 +107,12 @@ def install(payload: SlotPayload, runner, allocator, window: int | None) -> list
     if n == 0:
         raise RestoreError(f"slot file holds {len(tokens)} tokens, fewer than one page ({page}); nothing to restore")
     groups = runner.layer_groups
+    for index, (layer, group) in enumerate(zip(payload.layers, groups)):
+        # Every later request reads a full-attention layer from position 0: rows missing there would be
+        # whatever the fresh pages last held (a crafted file can say so; the digest does not stop it).
+        if group == "full" and layer.first_held:
+            raise RestoreError(f"the file's layer {index} holds positions from {layer.first_held} on, and it is a "
+                               "full-attention layer here, which must hold every position from 0")
     # The window layers' KV we install: the live suffix the file holds, cut to
     # what a continuation reads (the last window plus a page), page aligned.
     win_start = 0

@@ -86,8 +86,9 @@ def test_without_a_slot_save_path_every_action_is_a_501_naming_the_flag(nosave, 
     ("1_0", 400, "invalid_request_error", ("Invalid slot ID",)),
     ("\u0663", 400, "invalid_request_error", ("Invalid slot ID",)),
     ("9" * 5000, 404, "not_found_error", ("--parallel",)),
+    ("0" * 4300 + "9", 404, "not_found_error", ("--parallel",)),
 ], ids=["not a number", "a fraction", "negative", "one past the last", "huge", "a plus sign", "an underscore",
-        "an Arabic-Indic digit", "more digits than int() takes"])
+        "an Arabic-Indic digit", "more digits than int() takes", "a small number behind 4300 zeros"])
 def test_a_bad_slot_id_is_refused(saving, slot, status, type_, words):
     _error(_action(saving, slot, "save", {"filename": "a.fslot"}), status, type_, "id_slot", *words)
 
@@ -250,6 +251,11 @@ def test_a_well_formed_file_with_impossible_contents_is_refused_though_its_diges
     poisoned = [fslot.LayerKV(layer.k.copy(), layer.v.copy(), layer.first_held) for layer in payload.layers]
     poisoned[-1].v[0] = poisoned[-1].v.dtype.type(0x7FC0) if poisoned[-1].v.dtype.kind == "u" else np.nan
     assert "NaN or infinite" in tampered("nan.fslot", layers=poisoned)["message"]
+    # A full-attention layer holding only a suffix: installed, its first rows would be stale page contents.
+    cut = [fslot.LayerKV(layer.k[16:].copy(), layer.v[16:].copy(), 16) if i == 0 else layer
+           for i, layer in enumerate(payload.layers)]
+    assert saving.state.info.spec.layer_types[0] == "full_attention"
+    assert "full-attention layer" in tampered("suffix.fslot", layers=cut)["message"]
     assert _slot(saving, 1)["n_cached_tokens"] == 0  # nothing was installed
     assert _action(saving, "1", "restore", {"filename": "honest.fslot"}).status_code == 200
 

@@ -48,11 +48,13 @@ def _slot_id(raw: str, n: int) -> int:
         raise InvalidRequestError(f"Invalid slot ID {raw!r}: not an integer", param="id_slot")
     if raw.startswith("-"):
         raise InvalidRequestError(f"Invalid slot ID {raw[:24]}: negative", param="id_slot")
-    # A number too long for int() (over 4300 digits) names no slot either.
-    if len(raw.lstrip("0")) > len(str(n)) or int(raw) >= n:
+    # Leading zeros dropped before int(): "000...05" of over 4300 characters is slot 5, and int() refuses
+    # that many digits; a number still too long for it names no slot either.
+    digits = raw.lstrip("0") or "0"
+    if len(digits) > len(str(n)) or int(digits) >= n:
         shown = raw if len(raw) <= 24 else raw[:20] + "..."
         raise NotFoundError(f"slot {shown} does not exist; this server has {n} slots (--parallel)", param="id_slot")
-    return int(raw)
+    return int(digits)
 
 
 async def _filename(request: Request) -> str:
