@@ -34,16 +34,19 @@ def check_model(requested: str | None, state) -> None:
                             code="model_not_found")  # OpenAI's code for it
 
 
-async def submit(state, prompt_ids: list[int], params, id_slot: int | None = None) -> RequestStream:
+async def submit(state, prompt_ids: list[int], params, id_slot: int | None = None,
+                 http_request=None) -> RequestStream:
     """Enqueue a request, in the named slot -- waiting for it while another holds it, as llama.cpp defers
     such a task, so the slot ends up holding this request's tokens -- or in the idle one sharing the
-    longest prefix (slot-less when none is idle)."""
+    longest prefix (slot-less when none is idle). With `http_request`, a client that hangs up while its
+    request waits for the slot gives up its place (nothing is run for it)."""
     n_slots = state.settings.parallel
     if id_slot is not None and id_slot >= n_slots:
         raise NotFoundError(f"slot {id_slot} does not exist; this server has {n_slots} slots (--parallel)",
                             param="id_slot")
     if id_slot is not None and id_slot >= 0:
-        slot_id = await wait_for_slot(lambda: state.slots.acquire(id_slot, prompt_ids), id_slot, state.slots)
+        slot_id = await wait_for_slot(lambda: state.slots.acquire(id_slot, prompt_ids), id_slot, state.slots,
+                                      http_request.is_disconnected if http_request is not None else None)
     else:
         slot_id = state.slots.acquire(id_slot, prompt_ids)
     rid = "req-" + secrets.token_hex(8)

@@ -23,37 +23,48 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from server.errors import ConflictError
+from server.errors import ConflictError, InvalidRequestError
 
 T = TypeVar("T")
 
 SLOT_WAIT_SECONDS = 30.0
 SLOT_POLL_SECONDS = 0.01
+CLIENT_CHECK_SECONDS = 0.25  # how often a waiter asks whether its client is still there
 
 
 # Per slot table and slot id, the slot's waiters in arrival order (each a token object).
 _queues: dict[tuple[int, int], deque[object]] = {}
 
 
-async def wait_for_slot(try_take: Callable[[], T | None], slot_id: int, table: Any) -> T:
+async def wait_for_slot(try_take: Callable[[], T | None], slot_id: int, table: Any,
+                        client_left: Callable[[], Awaitable[bool]] | None = None) -> T:
     """`try_take()`'s first non-None answer (it takes the slot when it is free), in turn with the others
     waiting for this slot, or a 409 after SLOT_WAIT_SECONDS. `table`: the SlotTable, told while the slot
-    has waiters."""
+    has waiters. `client_left` (a request's `is_disconnected`): a waiter whose client hung up leaves the
+    queue -- Starlette does not cancel a route when its client goes, and the request would otherwise take
+    the slot ahead of live waiters and run for nobody."""
     queue = _queues.setdefault((id(table), slot_id), deque())
     if not queue and (taken := try_take()) is not None:
         return taken
     me = object()
     queue.append(me)
     table.set_awaited(slot_id, True)
-    deadline = time.monotonic() + SLOT_WAIT_SECONDS
+    now = time.monotonic()
+    deadline, next_check = now + SLOT_WAIT_SECONDS, now + CLIENT_CHECK_SECONDS
     try:
         while queue[0] is not me or (taken := try_take()) is None:
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 raise ConflictError(f"slot {slot_id} is still processing a request after {SLOT_WAIT_SECONDS:.0f} s",
                                     param="id_slot")
+            if client_left is not None and now >= next_check:
+                next_check = now + CLIENT_CHECK_SECONDS
+                if await client_left():
+                    raise InvalidRequestError(f"the client disconnected while waiting for slot {slot_id}",
+                                              param="id_slot")
             await asyncio.sleep(SLOT_POLL_SECONDS)
         return taken
     finally:  # taken, timed out or cancelled (the client left): the next in line goes on

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.errors import ConflictError
+from server.errors import ConflictError, InvalidRequestError
 from server.slot_wait import wait_for_slot
 from slots.slot_table import SlotTable
 
@@ -75,3 +75,30 @@ def test_a_waiter_that_gives_up_lets_the_next_one_in(monkeypatch):
         assert (await second) is table.slots[0]
 
     asyncio.run(scene())
+
+
+def test_a_waiter_whose_client_hung_up_leaves_the_queue_and_never_takes_the_slot():
+    table = _busy_table()
+    taken: list[str] = []
+
+    async def request(name: str, gone: asyncio.Event) -> None:
+        async def client_left() -> bool:
+            return gone.is_set()
+        slot = await wait_for_slot(lambda: table.try_claim(0), 0, table, client_left)
+        taken.append(name)
+        table.release(slot)
+
+    async def scene() -> None:
+        left, live = asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(request("hung up", left))
+        await asyncio.sleep(0.005)
+        second = asyncio.create_task(request("live", live))
+        await asyncio.sleep(0.005)
+        left.set()  # the first client hangs up while the turn still holds the slot
+        with pytest.raises(InvalidRequestError, match="disconnected while waiting for slot 0"):
+            await first
+        table.release(table.slots[0])  # the turn ends
+        await second
+
+    asyncio.run(scene())
+    assert taken == ["live"]

@@ -102,7 +102,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     info = state.info
     prompt, params = await off_loop(_prepare, req, state, text_size=await body_size(http_request))
     tool_format = tool_format_of(info, prompt)
-    stream = await submit(state, prompt.token_ids, params, req.id_slot)
+    stream = await submit(state, prompt.token_ids, params, req.id_slot, http_request)
     if req.stream:
         return StreamingResponse(
             streaming_body(state, stream, _stream(state, req, stream, prompt, tool_format)),

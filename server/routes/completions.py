@@ -74,7 +74,7 @@ async def completions(req: CompletionRequest, http_request: Request):
     streams = []
     try:
         for _, ids, params in prepared:
-            streams.append(await submit(state, ids, params, req.id_slot))
+            streams.append(await submit(state, ids, params, req.id_slot, http_request))
     except BaseException:
         _abort(state, streams)
         raise
