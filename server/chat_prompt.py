@@ -21,6 +21,7 @@ from typing import Any
 from models.reasoning_plan import prompt_opens_reasoning
 from server.errors import InvalidRequestError
 from server.protocol import ChatCompletionRequest
+from server.protocol.common import lone_surrogate_path
 
 
 @dataclass
@@ -34,11 +35,13 @@ class RenderedPrompt:
 def _arguments(call) -> Any:
     """The arguments parsed, for templates that `tojson` them; text that does not parse goes through as
     the client's string (a cut-off call echoed back, or JSON past what Python's parser takes: an integer
-    of more than 4300 digits, nesting deeper than its stack)."""
+    of more than 4300 digits, nesting deeper than its stack). So does JSON whose strings escape a lone
+    surrogate (`"\\ud800"`): parsed, it is no Unicode text and the tokenizer refuses it; as written, it is."""
     try:
-        return json.loads(call.function.arguments)
+        parsed = json.loads(call.function.arguments)
     except (ValueError, RecursionError):
         return call.function.arguments
+    return call.function.arguments if lone_surrogate_path(parsed) is not None else parsed
 
 
 def template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:

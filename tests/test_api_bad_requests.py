@@ -184,6 +184,14 @@ CASES = [
     Bad("detokenize with a lone surrogate in a key", "/detokenize", raw=b'{"tokens": [1], "\\ud800": 1}',
         headers=JSON, words=("surrogate", "key of the body")),
     Bad("detokenize a string", "/detokenize", body={"tokens": "abc"}, param="tokens", words=("list",)),
+    # Python's parser reads NaN and Infinity (no JSON), and a number past a float's range as infinite.
+    Bad("a NaN temperature", C, raw=b'{"messages": [{"role": "user", "content": "a"}], "temperature": NaN}',
+        headers=JSON, param="temperature", words=("NaN or infinite",)),
+    Bad("a logit bias past a float's range", C, raw=b'{"messages": [{"role": "user", "content": "a"}], '
+        b'"logit_bias": {"1": 1e400}}', headers=JSON, param="logit_bias.1", words=("1.8e308",)),
+    Bad("Infinity in a Responses tool's schema", "/v1/responses", raw=b'{"input": "a", "tools": [{"type": "function", '
+        b'"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "number", "maximum": '
+        b'-Infinity}}}}]}', headers=JSON, param="tools.0.parameters.properties.x.maximum", words=("NaN or infinite",)),
     Bad("unknown route", "/v1/embeddings", body={"input": "x"}, status=404, type="not_found_error",
         words=("/v1/embeddings",)),
     Bad("wrong method", C, method="GET", status=405, words=("GET", "not allowed")),
@@ -316,6 +324,18 @@ def test_a_pattern_in_ecma_regex_syntax_is_a_schema_the_tool_may_use(http):
     r = http.post(C, json=chat(tools=[tool], max_tokens=1))
     # (the chat may outgrow this server's short context; its schema is checked before that)
     assert r.status_code == 200 or r.json()["error"]["param"] != "tools.0.function.parameters", r.text
+
+
+def test_a_past_call_whose_arguments_escape_a_lone_surrogate_renders_as_the_client_wrote_it(http):
+    # Valid JSON text whose parsed string is no Unicode: the template gets the client's string, not a 500.
+    history = [{"role": "user", "content": "weather?"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                   "name": "get_weather", "arguments": '{"city": "\\ud800"}'}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    r = http.post(C, json=chat(messages=history))
+    assert r.status_code == 200, r.text
+    r = http.post("/apply-template", json={"messages": history})
+    assert r.status_code == 200 and "\\ud800" in r.json()["prompt"], r.text
 
 
 def test_an_over_long_prompt_reports_its_size_and_the_context(http):

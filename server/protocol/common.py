@@ -23,6 +23,7 @@ Not for: converting wire values into engine parameters (that is
 
 from __future__ import annotations
 
+import math
 import re
 from types import UnionType
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
@@ -69,17 +70,27 @@ class WireModel(BaseModel):
 def lone_surrogate_path(value: Any) -> str | None:
     """Dotted path of the first string (value or object key) in a parsed JSON `value` that holds a lone
     UTF-16 surrogate (`"\\ud800"` is valid JSON but no Unicode text: the tokenizer cannot encode it), or
-    None; a bad key reports the object holding it ("" for the body's own keys). Walks with a stack, not
-    recursion: the JSON parser allows deeper nesting than Python's stack."""
+    None; a bad key reports the object holding it ("" for the body's own keys)."""
+    found = _first_unfit(value, finite=False)
+    return found[0] if found else None
+
+
+def _first_unfit(value: Any, finite: bool) -> tuple[str, str] | None:
+    """(dotted path, "surrogate" or "non-finite") of the first string holding a lone surrogate or, with
+    `finite`, the first number that is NaN or infinite, in a parsed JSON `value`; None if there is none.
+    Walks with a stack, not recursion: the JSON parser allows deeper nesting than Python's stack."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, item = stack.pop()
         if isinstance(item, str):
             if not _is_unicode(item):
-                return path
+                return path, "surrogate"
+        elif isinstance(item, float):
+            if finite and not math.isfinite(item):
+                return path, "non-finite"
         elif isinstance(item, dict):
             if not all(_is_unicode(key) for key in item):
-                return path
+                return path, "surrogate"
             # Pushed last to first, so the first is looked at first.
             stack.extend((f"{path}.{key}" if path else str(key), sub) for key, sub in reversed(item.items()))
         elif isinstance(item, list):
@@ -136,13 +147,19 @@ class RequestBody(WireModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _unicode_only(cls, data: Any) -> Any:
-        path = lone_surrogate_path(data)
-        if path is not None:
+    def _json_values_only(cls, data: Any) -> Any:
+        found = _first_unfit(data, finite=True)
+        if found is None:
+            return data
+        path, kind = found
+        if kind == "surrogate":
             # The path goes in the message as well: a lone surrogate in an object key cannot be printed.
             raise field_error(path, f"{path or 'a key of the body'} holds a lone UTF-16 surrogate "
                                     "(\\ud800-\\udfff): not Unicode text")
-        return data
+        # Python's parser reads NaN and Infinity, which are no JSON, and a number past a float's range as
+        # infinite; echoed back (a Responses tool's schema) they would make the answer no JSON either.
+        raise field_error(path, f"{path} is NaN or infinite: not a JSON number (NaN and Infinity are not JSON, "
+                                "and a number past about 1.8e308 overflows)")
 
 
 class ResponseModel(BaseModel):
