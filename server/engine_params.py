@@ -21,6 +21,7 @@ from models.tool_call_grammar import MISTRAL_ARGS, call_blocks, call_grammar
 from scheduler.sampling_params import SamplingParams
 from server.errors import ExceedContextSizeError, InvalidRequestError, NotSupportedError
 from server.protocol.json_schema_check import schema_problem
+from server.protocol.json_schema_ending import never_ending_part
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def refuse_invalid_tool_parameters(req) -> None:
     meta-schema walk takes seconds for a schema of megabytes, which held every other request on the loop."""
     for i, tool in enumerate(getattr(req, "tools", None) or ()):
         parameters = tool.function.parameters
-        problem = schema_problem(parameters) if parameters is not None else None
+        problem = schema_problem(parameters) or never_ending_part(parameters) if parameters is not None else None
         if problem is not None:
             raise InvalidRequestError(f"Invalid schema for function '{tool.function.name}': {problem}",
                                       param=f"tools.{i}.function.parameters", code="invalid_function_parameters")
@@ -214,6 +215,9 @@ def _response_grammar(req, state, reasoning_open: bool) -> str | None:
     if why is not None:
         raise InvalidRequestError(f"{param} cannot be enforced: no JSON value of it can begin ({why}; is there "
                                   "a $ref that only refers to itself?)", param=param)
+    never_ends = never_ending_part(schema)
+    if never_ends is not None:  # the grammar would meet it mid-answer and stand down, leaving no JSON
+        raise InvalidRequestError(f"{param} cannot be enforced: {never_ends}", param=param)
     return grammar
 
 

@@ -126,6 +126,16 @@ CASES = [
         body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}}}),
         param="response_format.json_schema.schema", words=("cannot be enforced", "can begin")),
+    Bad("response_format json_schema whose required property can begin but never end", C,
+        body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"],
+            "$defs": {"A": {"$ref": "#/$defs/A"}}}}}),
+        param="response_format.json_schema.schema", words=("cannot be enforced", "#/$defs/A", "can end")),
+    Bad("tool parameters whose required property can begin but never end", C,
+        body=chat(tool_choice="required", tools=[{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"],
+            "$defs": {"A": {"$ref": "#/$defs/A"}}}}}]),
+        param="tools.0.function.parameters", words=("Invalid schema for function 'f'", "#/$defs/A")),
     Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),
         param="chat_template_kwargs.tools", words=("tools",)),
     Bad("chat_template_kwargs bringing the client's own template", C,
