@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from models.reasoning_plan import prompt_opens_reasoning
@@ -74,7 +75,10 @@ RESERVED_TEMPLATE_KWARGS = {
 }
 
 
-def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPrompt:
+def render_chat(req: ChatCompletionRequest, tokenizer, reasoning,
+                before_counting: Callable[[str], None] | None = None) -> RenderedPrompt:
+    """The prompt the template makes of `req`, tokenized. `before_counting(text)` may refuse the rendered
+    text before the tokenizer reads it (server/prompt_size.py: one surely over the context)."""
     if not getattr(tokenizer, "chat_template", None):
         raise InvalidRequestError(
             "this checkpoint has no chat template, so /v1/chat/completions cannot render messages; "
@@ -94,7 +98,9 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPro
             continue_final_message=req.continue_final_message, tokenize=False, **kwargs
         )
     except Exception as exc:  # jinja raises anything, e.g. raise_exception() in a template
-        raise InvalidRequestError(f"the chat template refused these messages: {exc}", param="messages") from None
+        raise _template_error(req, tokenizer, tools, exc) from None
+    if before_counting is not None:
+        before_counting(text)
     ids = tokenizer.encode(text, add_special_tokens=False)
     opened = False
     if reasoning is not None and reasoning.kind == "markers":
@@ -106,3 +112,19 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning) -> RenderedPro
             at = prefill.rfind(reasoning.start)
             opened = at >= 0 and reasoning.end not in prefill[at:] and text.endswith(prefill[at:])
     return RenderedPrompt(text, ids, opened, offer_tools)
+
+
+def _template_error(req: ChatCompletionRequest, tokenizer, tools, exc: Exception) -> InvalidRequestError:
+    """The template's refusal, blamed on `chat_template_kwargs` when the messages render without them
+    (`{"namespace": 1}` shadows a Jinja name the template calls), else on the messages."""
+    if req.chat_template_kwargs:
+        try:
+            tokenizer.apply_chat_template(template_messages(req), tools=tools, tokenize=False,
+                                          add_generation_prompt=req.add_generation_prompt,
+                                          continue_final_message=req.continue_final_message)
+        except Exception:  # noqa: BLE001 -- the messages fail alone too: theirs is the blame
+            pass
+        else:
+            return InvalidRequestError(f"the chat template failed with these chat_template_kwargs: {exc}",
+                                       param="chat_template_kwargs")
+    return InvalidRequestError(f"the chat template refused these messages: {exc}", param="messages")

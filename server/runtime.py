@@ -26,6 +26,7 @@ from scheduler.prefix_cache import PrefixCache
 from scheduler.window import WindowPolicy, resolve_anchor_token
 from server.engine_params import generation_defaults, thought_tokens
 from server.hidden_tokens import hidden_special_ids
+from server.prompt_size import longest_piece_bytes
 from server.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class RuntimeInfo:
     thought_tokens: tuple[int, int] | None = None
     # Mistral's `[ARGS]` as one token (a v11 tokenizer), or None (models/tool_call_grammar.mistral_args_token).
     mistral_args: int | None = None
+    # Bytes of the longest vocabulary piece, or None: no bound (server/prompt_size.py).
+    longest_piece_bytes: int | None = None
 
 
 def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token: dict[str, int]) -> dict[str, int]:
@@ -195,7 +198,8 @@ def build_runtime(s: ServeSettings):
     mistral = family is not None and family.tool_call_format == "mistral"
     info = RuntimeInfo(model_dir, name, spec, max_len, s.page_size, pages, family, anchor, anchor_line,
                        reasoning, template, generation_defaults(model_dir), call_vocabulary, grammars,
-                       thought_tokens(reasoning, encode), mistral_args_token(encode) if mistral else None)
+                       thought_tokens(reasoning, encode), mistral_args_token(encode) if mistral else None,
+                       longest_piece_bytes(tokenizer))
     log.info("model %s (%s, %d layers, %s) from %s", name, spec.architecture, spec.num_layers, s.dtype, model_dir)
     log.info("KV pool: %s pages of %d tokens; context %d", pages, s.page_size, max_len)
     log.info(anchor_line)

@@ -136,6 +136,8 @@ CASES = [
             "type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"],
             "$defs": {"A": {"$ref": "#/$defs/A"}}}}}]),
         param="tools.0.function.parameters", words=("Invalid schema for function 'f'", "#/$defs/A")),
+    Bad("chat_template_kwargs that break the template", C, body=chat(chat_template_kwargs={"namespace": 1}),
+        param="chat_template_kwargs", words=("chat_template_kwargs",)),
     Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),
         param="chat_template_kwargs.tools", words=("tools",)),
     Bad("chat_template_kwargs bringing the client's own template", C,
@@ -353,6 +355,17 @@ def test_an_over_long_prompt_reports_its_size_and_the_context(http):
     err = r.json()["error"]
     assert (err["n_prompt_tokens"], err["n_ctx"]) == (N_CTX + 10, N_CTX)
     assert err["code"] == "context_length_exceeded"
+
+
+@pytest.mark.parametrize("path, body, param", [
+    (P, completion(prompt="word " * 200_000), "prompt"),
+    (C, chat(messages=[{"role": "user", "content": "word " * 200_000}]), "messages"),
+    ("/v1/responses", {"input": "word " * 200_000, "max_output_tokens": 2}, "input"),
+])
+def test_a_prompt_no_tokenization_could_fit_is_refused_before_it_is_counted(http, path, body, param):
+    err = http.post(path, json=body).json()["error"]
+    assert (err["code"], err["param"], err["n_ctx"]) == ("context_length_exceeded", param, N_CTX)
+    assert "without counting" in err["message"] and err["n_prompt_tokens"] >= N_CTX
 
 
 def test_a_prompt_of_exactly_the_context_is_refused_one_shorter_is_served(http):

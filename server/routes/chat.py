@@ -46,6 +46,7 @@ from server.protocol import (
     Usage,
     new_chat_id,
 )
+from server.prompt_size import refuse_surely_too_long
 from server.sse import DONE, event
 from server.tokenizer_thread import off_loop
 
@@ -157,7 +158,9 @@ def _prepare(req: ChatCompletionRequest, state):
     """The prompt and the engine's parameters: every tokenizer call a request makes, on the tokenizer thread
     (and the tools' schema check, as slow for a schema of megabytes)."""
     refuse_invalid_tool_parameters(req)
-    prompt = render_chat(req, state.tokenizer, state.info.reasoning)
+    info = state.info
+    prompt = render_chat(req, state.tokenizer, info.reasoning, lambda text: refuse_surely_too_long(
+        text, info.longest_piece_bytes, info.max_model_len, "messages"))
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     return prompt, to_sampling_params(req, state, prompt.text, prompt.token_ids, logprobs=logprobs,
                                       reasoning_open=prompt.reasoning_open, prompt_logprobs=req.prompt_logprobs)

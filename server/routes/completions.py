@@ -37,14 +37,17 @@ from server.generation import (
     timings_of,
 )
 from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
+from server.prompt_size import refuse_surely_too_long
 from server.sse import DONE, event
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
 
 
-def _prompt(prompt: str | list[int], tokenizer) -> tuple[str, list[int]]:
+def _prompt(prompt: str | list[int], state, field: str) -> tuple[str, list[int]]:
+    tokenizer, info = state.tokenizer, state.info
     if isinstance(prompt, str):
+        refuse_surely_too_long(prompt, info.longest_piece_bytes, info.max_model_len, field)
         return prompt, tokenizer.encode(prompt, add_special_tokens=True)
     return tokenizer.decode(prompt, skip_special_tokens=False), list(prompt)
 
@@ -54,8 +57,8 @@ def _prepare(req: CompletionRequest, state) -> list[tuple[str, list[int], Sampli
     thread. Any prompt that fails fails the request, before anything is submitted."""
     out = []
     for p, prompt in enumerate(req.prompt):
-        text, ids = _prompt(prompt, state.tokenizer)
         field = "prompt" if len(req.prompt) == 1 else f"prompt.{p}"
+        text, ids = _prompt(prompt, state, field)
         # echo with logprobs scores the prompt too (OpenAI's way of asking for prompt logprobs), as does
         # vLLM's prompt_logprobs; the engine keeps the larger count of alternatives, each view its own.
         scored = max((k for k in (req.logprobs if req.echo else None, req.prompt_logprobs) if k is not None),
