@@ -270,3 +270,11 @@ def test_an_error_names_every_field_as_responses_spells_it(server):
     err = r.json()["error"]
     assert err["param"] == "tools.0.parameters" and "text.format" in err["message"], err
     assert "response_format" not in err["message"] and "function.parameters" not in err["message"], err
+
+
+def test_a_wrong_method_on_a_stored_response_lists_both_methods_it_takes(server):
+    # FastAPI keeps an included router's routes behind one route: the Allow list asks each route.
+    r = httpx.put(server.base_url + "/v1/responses/resp_x", timeout=30)
+    assert r.status_code == 405
+    assert r.headers["allow"] == "DELETE, GET"
+    assert r.json()["error"]["message"].endswith("(allowed: DELETE, GET)")
