@@ -27,6 +27,7 @@ still reports `messages.3.tool_call_id` rather than `messages.3`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -261,6 +262,21 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
     return api_error_from_validation(errors).response()
 
 
+def json_body_problem(raw: bytes) -> str:
+    """Why Python's JSON parser refuses `raw` for a reason other than its syntax, in a few words."""
+    try:
+        json.loads(raw)
+    except UnicodeDecodeError as exc:
+        return f"it is not UTF-8 (byte {exc.start} is {raw[exc.start:exc.start + 1]!r})"
+    except RecursionError:
+        return "it nests too deeply"
+    except json.JSONDecodeError as exc:
+        return f"{exc.msg} (line {exc.lineno} column {exc.colno})"
+    except ValueError as exc:  # past what the parser takes: an integer of more than 4300 digits
+        return f"it holds a number the parser refuses ({str(exc).split(';')[0]})"
+    return "the parser refused it"
+
+
 _METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
@@ -286,8 +302,9 @@ async def _http_exception_handler(request: Request, exc: StarletteHTTPException)
             message += f" (allowed: {allowed})"
             exc.headers = {**(exc.headers or {}), "Allow": allowed}
     elif status == 400 and exc.detail == "There was an error parsing the body":
-        # FastAPI's answer when the JSON parser raised something other than a syntax error.
-        message = "could not parse the JSON body: it is not UTF-8, nests too deeply or holds a number too long"
+        # FastAPI's answer when the JSON parser raised something other than a syntax error; which one, its
+        # own parse of the (cached) body says.
+        message = "could not parse the JSON body: " + json_body_problem(await request.body())
         code = "json_invalid"
     else:
         message = str(exc.detail)

@@ -146,7 +146,9 @@ CASES = [
     # -- tools
     Bad("tool_choice a number", C, body=chat(tools=[TOOL], tool_choice=1), param="tool_choice"),
     Bad("a body that is not UTF-8", C, raw=b'{"messages": [{"role": "user", "content": "\xff"}]}', headers=JSON,
-        words=("UTF-8",)),
+        words=("not UTF-8", "byte 43")),
+    Bad("a body holding an integer past the parser's limit", C, raw=b'{"messages": [], "n": ' + b"7" * 5000 + b"}",
+        headers=JSON, words=("4300 digits",)),
     Bad("a body nested past the parser's limit", C, raw=b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
         headers=JSON, words=("nests too deeply",)),
     Bad("tool_choice an unknown word", C, body=chat(tools=[TOOL], tool_choice="sometimes"), param="tool_choice",

@@ -239,6 +239,14 @@ def test_null_for_a_field_whose_type_has_no_null_means_its_default_as_openais_sp
         ChatCompletionRequest.model_validate({"messages": None})
 
 
+def test_a_null_under_one_name_of_the_thinking_budget_leaves_the_other_to_decide():
+    for both in ({"reasoning_budget_tokens": None, "thinking_budget_tokens": 5},
+                 {"reasoning_budget_tokens": 5, "thinking_budget_tokens": None}):
+        assert ChatCompletionRequest.model_validate(chat(**both)).reasoning_budget_tokens == 5
+    with pytest.raises(ValidationError, match="different values"):
+        ChatCompletionRequest.model_validate(chat(reasoning_budget_tokens=4, thinking_budget_tokens=5))
+
+
 def test_max_tokens_alone_is_the_effective_limit_and_absence_leaves_it_to_the_server():
     assert ChatCompletionRequest.model_validate(chat(max_tokens=7)).effective_max_tokens == 7
     assert ChatCompletionRequest.model_validate(chat()).effective_max_tokens is None

@@ -244,7 +244,9 @@ class SamplingFields(RequestBody):
         if isinstance(data, dict) and "thinking_budget_tokens" in data:
             data = dict(data)
             alias = data.pop("thinking_budget_tokens")
-            if "reasoning_budget_tokens" in data and data["reasoning_budget_tokens"] != alias:
+            if alias is None:  # null: the default, as for every knob; the other name, if sent, stands
+                return data
+            if data.get("reasoning_budget_tokens") is not None and data["reasoning_budget_tokens"] != alias:
                 raise field_error(
                     "reasoning_budget_tokens",
                     "reasoning_budget_tokens and thinking_budget_tokens are the same field; "

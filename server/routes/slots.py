@@ -21,7 +21,8 @@ import time
 from fastapi import APIRouter, Request
 
 from server.auth import check_admin_key
-from server.errors import APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError
+from server.errors import (APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError,
+                           json_body_problem)
 from server.protocol.common import lone_surrogate_path
 from server.slot_wait import wait_for_slot
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
@@ -61,14 +62,8 @@ async def _filename(request: Request) -> str:
     raw = await request.body()
     try:
         body = json.loads(raw) if raw else None
-    except json.JSONDecodeError as exc:
-        raise InvalidRequestError(f"could not parse JSON body: {exc.msg}") from None
-    except UnicodeDecodeError:
-        raise InvalidRequestError("could not parse JSON body: it is not UTF-8", code="json_invalid") from None
-    except RecursionError:
-        raise InvalidRequestError("could not parse JSON body: it nests too deeply", code="json_invalid") from None
-    except ValueError as exc:  # past what the parser takes, e.g. an integer of more than 4300 digits
-        raise InvalidRequestError(f"could not parse JSON body: {exc}", code="json_invalid") from None
+    except (ValueError, RecursionError):  # syntax, not UTF-8, too deep, an integer of over 4300 digits
+        raise InvalidRequestError(f"could not parse JSON body: {json_body_problem(raw)}", code="json_invalid") from None
     if not isinstance(body, dict) or "filename" not in body:
         raise InvalidRequestError("this action needs a JSON body with a `filename`", param="filename")
     unknown = sorted(k for k in body if k != "filename")
