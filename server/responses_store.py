@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+RUNNING = ("queued", "in_progress")  # a turn's statuses before it ends: more words about it will come
+
+
 def approximate_size(value: Any) -> int:
     """Bytes `value` (JSON-shaped: dicts, lists, strings, numbers) takes, roughly: its strings' lengths
     plus a word for every other node. Cheap for a few long strings (one prompt of megabytes is one
@@ -99,7 +102,7 @@ class ResponsesStore:
             return
         rid = entry.response["id"]
         if rid in self._deleted_running:
-            if entry.response.get("status") != "in_progress":
+            if entry.response.get("status") not in RUNNING:
                 self._deleted_running.discard(rid)  # the turn's last word: nothing more will come
             return
         self._remove(rid)  # a turn's later word replaces its earlier (in_progress, then as it ended)
@@ -141,7 +144,7 @@ class ResponsesStore:
     def delete(self, rid: str) -> bool:
         """A client's DELETE: gone, and a turn still running stays gone when it ends."""
         entry = self._remove(rid)
-        if entry is not None and entry.response.get("status") == "in_progress":
+        if entry is not None and entry.response.get("status") in RUNNING:
             self._deleted_running.add(rid)
         return entry is not None
 

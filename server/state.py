@@ -32,6 +32,8 @@ class ServerState:
     slot_identity: Any = None  # slots.identity.SlotIdentity of the serving checkpoint
     ready_event: threading.Event = field(default_factory=threading.Event)
     responses: ResponsesStore = field(init=False)  # stored Responses API turns
+    # Responses turns running in the background (`background: true`), by response id: what cancels them.
+    background: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.responses = ResponsesStore(self.settings.responses_store_size, self.settings.responses_store_mib * 2**20)

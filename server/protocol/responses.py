@@ -183,9 +183,9 @@ class ReasoningOptions(WireModel):
 
 
 class ResponsesRequest(RequestBody):
-    # Accepted and dropped: there is no background mode, and `include` asks for parts this server does
-    # not produce (encrypted reasoning, search results).
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"user", "include", "background",
+    # Accepted and dropped: `include` asks for parts this server does not produce (encrypted reasoning,
+    # search results).
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"user", "include",
                                                           "service_tier", "safety_identifier", "prompt_cache_key",
                                                           "truncation", "top_logprobs"})
 
@@ -206,6 +206,8 @@ class ResponsesRequest(RequestBody):
     previous_response_id: str | None = None
     conversation: Any = None
     store: bool = True  # OpenAI's default: kept for previous_response_id and GET /v1/responses/{id}
+    # Answer at once (`queued`) and run on; the client polls GET /v1/responses/{id}, or cancels.
+    background: bool = False
     metadata: dict[str, str] | None = None  # stored and echoed, as OpenAI does
 
     @field_validator("input", mode="before")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 
@@ -28,18 +29,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from server.errors import APIError, InvalidRequestError, NotFoundError, field_path
+from server.errors import APIError, InvalidRequestError, NotFoundError, NotSupportedError, field_path
 from server.generation import (body_size, check_model, collect, raise_if_failed, streaming_body, submit,
                                thought_token_count)
 from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
 from server.protocol.responses import InputItem, ResponsesRequest, item_from_record, item_record, new_record_id
-from server.responses_store import StoredResponse, approximate_size
+from server.responses_store import RUNNING, StoredResponse, approximate_size
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
+log = logging.getLogger("anchorage.responses")
+CANCEL_WAIT_SECONDS = 10.0  # how long a cancel waits for the turn to store its end before answering
 
 
 # Chat fields and the Responses fields they come from, for errors the chat pipeline finds: a chat
@@ -84,6 +87,7 @@ async def responses(req: ResponsesRequest, http_request: Request):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
+    _check_background(state, req)
     info = state.info
     context = _context(state, req)
     chat = _chat_request(req, [item_from_record(r) for r in context])
@@ -107,6 +111,8 @@ async def responses(req: ResponsesRequest, http_request: Request):
         body = _events(state, req, stream, prompt, tool_format, turn)
         return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    if req.background:
+        return _start_background(state, req, stream, prompt, tool_format, turn)
     turn.begin()
     try:
         return await _whole(state, req, http_request, stream, prompt, tool_format, turn)
@@ -149,8 +155,8 @@ class _Turn:
     def envelope(self, status: str, output: list[dict], usage) -> dict:
         return _envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
 
-    def begin(self) -> dict:
-        snapshot = self.envelope("in_progress", [], None)
+    def begin(self, status: str = "in_progress") -> dict:
+        snapshot = self.envelope(status, [], None)
         self._store(snapshot, [])
         return snapshot
 
@@ -183,6 +189,63 @@ class _Turn:
             self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], size))
 
 
+def _check_background(state, req: ResponsesRequest) -> None:
+    """A background turn is read back from the store, and is tied to no connection to stream on."""
+    if not req.background:
+        return
+    if not req.store:
+        raise InvalidRequestError("background mode needs store: true (a background response is read back with "
+                                  "GET /v1/responses/{id})", param="background")
+    if not state.responses.enabled:
+        raise NotSupportedError("background mode needs the response store, and this server runs with it off "
+                                "(--responses-store-size 0)", param="background")
+    if req.stream:
+        raise NotSupportedError("background mode with stream: true is not supported by this server; send it "
+                                "without stream and poll GET /v1/responses/{id}", param="stream")
+
+
+class _NobodyLeaves:
+    """The client of a background turn: it never hangs up (the turn runs until it ends or is cancelled)."""
+
+    async def is_disconnected(self) -> bool:
+        return False
+
+
+class _MarksRunning:
+    """A request's event stream that calls `first()` when its first event comes: the turn left the queue."""
+
+    def __init__(self, stream, first) -> None:
+        self.request_id, self._stream, self._first = stream.request_id, stream, first
+
+    async def __aiter__(self):
+        first = self._first
+        async for ev in self._stream:
+            if first is not None:
+                first()
+                first = None
+            yield ev
+
+
+def _start_background(state, req: ResponsesRequest, stream, prompt, tool_format, turn: _Turn) -> dict:
+    """Store the turn `queued`, answer that, and run it on a task of its own (state.background holds it)."""
+    snapshot = turn.begin("queued")
+    marked = _MarksRunning(stream, lambda: turn.begin("in_progress"))
+
+    async def run() -> None:
+        try:
+            await _whole(state, req, _NobodyLeaves(), marked, prompt, tool_format, turn)
+        except BaseException as exc:  # noqa: BLE001 -- stored as failed (or cancelled); nobody else hears it
+            turn.abandoned(exc)
+            if not isinstance(exc, APIError | asyncio.CancelledError):
+                log.exception("background response %s failed", turn.rid)
+        finally:
+            state.engine.abort(stream.request_id)  # a no-op once finished
+            state.background.pop(turn.rid, None)
+
+    state.background[turn.rid] = (asyncio.get_running_loop().create_task(run()), stream.request_id)
+    return snapshot
+
+
 def _context(state, req: ResponsesRequest) -> list[dict]:
     """The stored items a turn naming `previous_response_id` continues from (none without it)."""
     if req.previous_response_id is None:
@@ -192,7 +255,7 @@ def _context(state, req: ResponsesRequest) -> list[dict]:
         # OpenAI's status, message and code (a 400: the request names what is not there).
         raise InvalidRequestError(f"Previous response with id '{req.previous_response_id}' not found.",
                                   param="previous_response_id", code="previous_response_not_found")
-    if entry.response["status"] == "in_progress":  # its output is not known yet
+    if entry.response["status"] in RUNNING:  # its output is not known yet
         raise InvalidRequestError(f"Previous response with id '{req.previous_response_id}' is still in progress; "
                                   "continue from it once it has finished.", param="previous_response_id")
     return entry.next_context()
@@ -216,6 +279,23 @@ async def delete_response(rid: str, http_request: Request):
     _stored(state, rid)
     state.responses.delete(rid)
     return {"id": rid, "object": "response", "deleted": True}
+
+
+@router.post("/v1/responses/{rid}/cancel")
+async def cancel_response(rid: str, http_request: Request):
+    """Stop a background turn (OpenAI's route): it ends `cancelled`, keeping the output it had; a turn that
+    already ended is answered as it is, as OpenAI answers a second cancel."""
+    state = http_request.app.state.server
+    entry = _stored(state, rid)
+    if not entry.response.get("background"):
+        raise InvalidRequestError(f"response '{rid}' was not created with background: true; only background "
+                                  "responses can be cancelled", param="response_id")
+    running = state.background.get(rid)
+    if running is not None:
+        task, request_id = running
+        state.engine.abort(request_id)  # the engine ends it `abort`: the turn is stored as cancelled
+        await asyncio.wait({task}, timeout=CANCEL_WAIT_SECONDS)
+    return _stored(state, rid).response
 
 
 @router.get("/v1/responses/{rid}/input_items")
@@ -300,6 +380,7 @@ def _envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, 
         "text": {"format": {"type": "text"}} if req.text is None or req.text.format is None
         else {"format": req.text.format.model_dump(by_alias=True, exclude_none=True)},
         "reasoning": {"effort": req.reasoning.effort if req.reasoning else None, "summary": None},
+        "background": req.background,
         "usage": usage,
     }
 
