@@ -15,8 +15,8 @@ output parser need.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from models.reasoning_plan import prompt_opens_reasoning

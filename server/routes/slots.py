@@ -21,8 +21,8 @@ import time
 from fastapi import APIRouter, Request
 
 from server.auth import check_admin_key
-from server.errors import (APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError, UnavailableError,
-                           json_body_problem)
+from server.errors import (APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError,
+                           UnavailableError, json_body_problem)
 from server.protocol.common import lone_surrogate_path
 from server.slot_wait import wait_for_slot
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
@@ -63,7 +63,8 @@ async def _filename(request: Request) -> str:
     try:
         body = json.loads(raw) if raw else None
     except (ValueError, RecursionError):  # syntax, not UTF-8, too deep, an integer of over 4300 digits
-        raise InvalidRequestError(f"could not parse JSON body: {json_body_problem(raw)}", code="json_invalid") from None
+        raise InvalidRequestError(f"could not parse JSON body: {json_body_problem(raw)}",
+                                  code="json_invalid") from None
     if not isinstance(body, dict) or "filename" not in body:
         raise InvalidRequestError("this action needs a JSON body with a `filename`", param="filename")
     unknown = sorted(k for k in body if k != "filename")
