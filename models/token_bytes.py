@@ -35,7 +35,8 @@ def _bytes_to_unicode() -> dict[int, str]:
 _UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
 
 
-def _is_byte_level(tokenizer) -> bool:
+def is_byte_level(tokenizer) -> bool:
+    """The tokenizer spells its pieces in the GPT-2 byte-to-character table (its decoder is ByteLevel)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return False
@@ -45,7 +46,7 @@ def _is_byte_level(tokenizer) -> bool:
 
 def make_token_bytes(tokenizer):
     """A cached `token_bytes(id) -> bytes` for this tokenizer."""
-    byte_level = _is_byte_level(tokenizer)
+    byte_level = is_byte_level(tokenizer)
     added = {int(i): tok.content for i, tok in tokenizer.added_tokens_decoder.items()}
 
     @lru_cache(maxsize=None)

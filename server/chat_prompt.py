@@ -118,10 +118,11 @@ def _template_error(req: ChatCompletionRequest, tokenizer, tools, exc: Exception
     """The template's refusal, blamed on `chat_template_kwargs` when the messages render without them
     (`{"namespace": 1}` shadows a Jinja name the template calls), else on the messages."""
     if req.chat_template_kwargs:
-        try:
+        own = {"reasoning_effort": req.reasoning_effort} if req.reasoning_effort is not None else {}
+        try:  # as rendered, less what the client's kwargs added (the server's own kwargs stay)
             tokenizer.apply_chat_template(template_messages(req), tools=tools, tokenize=False,
                                           add_generation_prompt=req.add_generation_prompt,
-                                          continue_final_message=req.continue_final_message)
+                                          continue_final_message=req.continue_final_message, **own)
         except Exception:  # noqa: BLE001 -- the messages fail alone too: theirs is the blame
             pass
         else:

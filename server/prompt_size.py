@@ -6,19 +6,24 @@ after a minute of tokenizer time, holding a tokenizer lane all along. No token c
 the vocabulary's longest piece, so a text longer than that many times the context is over it, with no
 need to count.
 
-Why it is shaped so: the bound must never refuse a prompt that fits. A token covers at most
+Why it is shaped so: the bound must never refuse a prompt that fits. A BPE token covers at most
 `longest` bytes of the normalized text, and a character is at least a byte; a normalizer may still
 shrink the text (NFC composes three Hangul jamo, nine bytes, into one three-byte syllable), so the
-bound takes four times the longest piece, and it is used only when the tokenizer's normalizers are
-ones that shrink text by less than that (none, NFC, or the space-to-"▁" replacements SentencePiece
-conversions add). For any other normalizer (one that collapses whitespace could shrink text without
-limit) there is no bound, and the prompt is counted as before.
+bound takes four times the longest piece. It is used only where each of those holds, and otherwise
+the prompt is counted as before:
+- the normalizers shrink text by less than that (none, NFC, or the space-to-"▁" replacements
+  SentencePiece conversions add; one that collapses whitespace could shrink text without limit);
+- the model is BPE that spells every character (byte-level, or byte fallback, or an unknown token
+  per unknown character): WordLevel and WordPiece take a whole unknown word as one token, fused
+  unknowns a whole run, and a BPE with no way to spell a character drops it;
+- no added token strips the whitespace beside it (Phi-3's `<|assistant|>` swallows any run of it).
 """
 
 from __future__ import annotations
 
 import json
 
+from models.token_bytes import is_byte_level
 from server.errors import ExceedContextSizeError
 
 SLACK = 4  # a normalizer's worst shrinking (NFC) is 3x; see the module docstring
@@ -36,11 +41,22 @@ def longest_piece_bytes(tokenizer) -> int | None:
         normalizer = json.loads(backend.normalizer.__getstate__()) if backend.normalizer is not None else None
     except (AttributeError, TypeError, ValueError):
         return None
-    if not _bounded(normalizer):
+    if not _bounded(normalizer) or not _spells_every_character(tokenizer, backend):
+        return None
+    if any(token.lstrip or token.rstrip for token in tokenizer.added_tokens_decoder.values()):
         return None
     # Byte-level pieces are spelt one character per byte, SentencePiece's "▁" (3 bytes) stands for one:
     # either way the UTF-8 length of the piece's spelling is at least the bytes it covers.
     return max((len(piece.encode("utf-8")) for piece in tokenizer.get_vocab()), default=None)
+
+
+def _spells_every_character(tokenizer, backend) -> bool:
+    model = backend.model
+    if type(model).__name__ != "BPE":
+        return False
+    if is_byte_level(tokenizer) or getattr(model, "byte_fallback", False):
+        return True
+    return getattr(model, "unk_token", None) is not None and not getattr(model, "fuse_unk", False)
 
 
 def _bounded(normalizer) -> bool:

@@ -148,6 +148,11 @@ class ResponsesStore:
             self._deleted_running.add(rid)
         return entry is not None
 
+    def forget_when_done(self, rid: str) -> None:
+        """A turn still running that a client deleted, stored or not (the bound may have evicted it): what it
+        stores while running, and its last word, are not kept."""
+        self._deleted_running.add(rid)
+
     def _remove(self, rid: str) -> StoredResponse | None:
         entry = self._entries.pop(rid, None)
         if entry is not None:

@@ -201,6 +201,7 @@ CASES = [
     # Python's parser reads NaN and Infinity (no JSON), and a number past a float's range as infinite.
     Bad("a NaN temperature", C, raw=b'{"messages": [{"role": "user", "content": "a"}], "temperature": NaN}',
         headers=JSON, param="temperature", words=("NaN or infinite",)),
+    Bad("a body that is NaN", C, raw=b"NaN", headers=JSON, words=("the body is NaN",)),
     Bad("a logit bias past a float's range", C, raw=b'{"messages": [{"role": "user", "content": "a"}], '
         b'"logit_bias": {"1": 1e400}}', headers=JSON, param="logit_bias.1", words=("1.8e308",)),
     Bad("Infinity in a Responses tool's schema", "/v1/responses", raw=b'{"input": "a", "tools": [{"type": "function", '

@@ -400,12 +400,26 @@ def test_background_without_the_store_or_with_a_stream_is_refused_naming_the_fie
     assert r.status_code == status and r.json()["error"]["param"] == param, r.text
 
 
-def test_a_background_turn_deleted_while_it_runs_stays_deleted(client, model, server):
-    started = client.responses.create(model=model, input="Write at length.", max_output_tokens=200,
+def test_a_background_turn_deleted_while_it_runs_stops_and_stays_deleted(client, model, server):
+    started = client.responses.create(model=model, input="Write at length.", max_output_tokens=LONG,
                                       temperature=0, background=True)
     client.responses.delete(started.id)
-    deadline = time.monotonic() + 60
-    while server.state.background and time.monotonic() < deadline:
+    assert server.state.background == {}  # nobody can read it: it is stopped, not left to decode to the cap
+    deadline = time.monotonic() + 30
+    while server.state.engine.num_running and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert server.state.engine.num_running == 0
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(started.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel(started.id)
+
+
+def test_a_running_background_turn_the_store_evicted_is_still_read_and_cancelled_by_id(client, model, server):
+    store = server.state.responses
+    started = client.responses.create(model=model, input="Write at length.", max_output_tokens=LONG,
+                                      temperature=0, background=True)
+    store._remove(started.id)  # as the store's bound evicts the least recently used when it is full
+    assert client.responses.retrieve(started.id).status in ("queued", "in_progress")
+    assert client.responses.cancel(started.id).status == "cancelled"
+    assert client.responses.retrieve(started.id).status == "cancelled"  # its last word stored it again

@@ -60,3 +60,11 @@ def test_a_self_reference_nested_deeper_than_pythons_stack_is_walked():
         schema = {"type": "object", "properties": {"x": schema}}
     schema["$defs"] = {"A": {"$ref": "#/$defs/A"}}
     assert "#/$defs/A" in never_ending_part(schema)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "additionalItems": {"type": "object", "required": [{}]}},
+    {"type": "object", "properties": {"a": {"$ref": "#/anyOf/²"}}, "anyOf": [{"type": "object"}]},
+], ids=["a required entry that is no name", "a pointer step that is a non-ASCII digit"])
+def test_parts_that_are_no_schema_are_left_to_the_meta_schema_not_a_crash(schema):
+    assert never_ending_part(schema) is None

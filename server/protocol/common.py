@@ -158,7 +158,7 @@ class RequestBody(WireModel):
                                     "(\\ud800-\\udfff): not Unicode text")
         # Python's parser reads NaN and Infinity, which are no JSON, and a number past a float's range as
         # infinite; echoed back (a Responses tool's schema) they would make the answer no JSON either.
-        raise field_error(path, f"{path} is NaN or infinite: not a JSON number (NaN and Infinity are not JSON, "
+        raise field_error(path, f"{path or 'the body'} is NaN or infinite: not a JSON number (NaN and Infinity are not JSON, "
                                 "and a number past about 1.8e308 overflows)")
 
 

@@ -143,6 +143,8 @@ def _requirements(node: dict, root: dict) -> list[list[Any]]:
         properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         required = node.get("required")
         for name in required if isinstance(required, list) else ():
+            if not isinstance(name, str):  # no property name: the meta-schema's to refuse, not ours to judge
+                continue
             if name in properties:
                 groups.append([properties[name]])
             elif not node.get("patternProperties") and "additionalProperties" in node:
@@ -178,7 +180,7 @@ def _resolve(root: dict, ref: Any) -> Any:
         part = part.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
             return None

@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import time
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -151,17 +152,18 @@ class _Turn:
         self.context = context
         self.done = False
         self.writer = ResponsesEventWriter()  # its output items, as far as they got
+        self.latest: dict | None = None  # the response object as last stored (or as it would have been)
 
     def envelope(self, status: str, output: list[dict], usage) -> dict:
         return _envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
 
     def begin(self, status: str = "in_progress") -> dict:
-        snapshot = self.envelope(status, [], None)
+        snapshot = self.latest = self.envelope(status, [], None)
         self._store(snapshot, [])
         return snapshot
 
     def finished(self, status: str, output: list[dict], usage, error: dict | None = None) -> dict:
-        response = self.envelope(status, output, usage)
+        response = self.latest = self.envelope(status, output, usage)
         response["error"] = error
         self.done = True
         self._store(response, output)
@@ -242,8 +244,17 @@ def _start_background(state, req: ResponsesRequest, stream, prompt, tool_format,
             state.engine.abort(stream.request_id)  # a no-op once finished
             state.background.pop(turn.rid, None)
 
-    state.background[turn.rid] = (asyncio.get_running_loop().create_task(run()), stream.request_id)
+    state.background[turn.rid] = _Running(asyncio.get_running_loop().create_task(run()), stream.request_id, turn)
     return snapshot
+
+
+@dataclass
+class _Running:
+    """A background turn while it runs (state.background): what cancels it, and what GET answers if the store's
+    bound evicted it meanwhile."""
+    task: asyncio.Task
+    request_id: str
+    turn: _Turn
 
 
 def _context(state, req: ResponsesRequest) -> list[dict]:
@@ -268,16 +279,32 @@ def _stored(state, rid: str) -> StoredResponse:
     return entry
 
 
+def _response(state, rid: str) -> dict:
+    """The response object of `rid`: stored, or a background turn still running that the store's bound
+    evicted (its last word stores it again)."""
+    entry = state.responses.get(rid)
+    if entry is not None:
+        return entry.response
+    running = state.background.get(rid)
+    if running is not None:
+        return running.turn.latest
+    raise NotFoundError(f"Response with id '{rid}' not found.", param="response_id")
+
+
 @router.get("/v1/responses/{rid}")
 async def get_response(rid: str, http_request: Request):
-    return _stored(http_request.app.state.server, rid).response
+    return _response(http_request.app.state.server, rid)
 
 
 @router.delete("/v1/responses/{rid}")
 async def delete_response(rid: str, http_request: Request):
     state = http_request.app.state.server
-    _stored(state, rid)
+    _response(state, rid)
     state.responses.delete(rid)
+    running = state.background.pop(rid, None)
+    if running is not None:  # nobody can read it now: it stops (and stays deleted when it ends)
+        state.responses.forget_when_done(rid)
+        state.engine.abort(running.request_id)
     return {"id": rid, "object": "response", "deleted": True}
 
 
@@ -286,16 +313,14 @@ async def cancel_response(rid: str, http_request: Request):
     """Stop a background turn (OpenAI's route): it ends `cancelled`, keeping the output it had; a turn that
     already ended is answered as it is, as OpenAI answers a second cancel."""
     state = http_request.app.state.server
-    entry = _stored(state, rid)
-    if not entry.response.get("background"):
+    if not _response(state, rid).get("background"):
         raise InvalidRequestError(f"response '{rid}' was not created with background: true; only background "
                                   "responses can be cancelled", param="response_id")
     running = state.background.get(rid)
     if running is not None:
-        task, request_id = running
-        state.engine.abort(request_id)  # the engine ends it `abort`: the turn is stored as cancelled
-        await asyncio.wait({task}, timeout=CANCEL_WAIT_SECONDS)
-    return _stored(state, rid).response
+        state.engine.abort(running.request_id)  # the engine ends it `abort`: the turn is stored as cancelled
+        await asyncio.wait({running.task}, timeout=CANCEL_WAIT_SECONDS)
+    return _response(state, rid)
 
 
 @router.get("/v1/responses/{rid}/input_items")
