@@ -64,11 +64,16 @@ class ChoiceResult:
     error: str | None = None
     prompt_logprobs: list | None = None  # the prompt's scored tokens, on the choice that scored them
     stop_token: int | None = None  # the EOS or stop id that ended it; None for a stop string or a cut
+    # The text as its events brought it: a whole answer is read from these, as its stream reads them, so
+    # the two agree even where a stream cannot take back what it sent (a call announced, then broken).
+    pieces: list[str] = field(default_factory=list)
 
     def add(self, ev: StreamEvent) -> None:
         if ev.prompt_logprobs is not None:
             self.prompt_logprobs = ev.prompt_logprobs
         self.text += ev.text
+        if ev.text:
+            self.pieces.append(ev.text)
         self.token_ids.extend(ev.token_ids)
         self.logprobs.extend(ev.logprobs)
         if ev.finish_reason is not None:

@@ -243,3 +243,40 @@ def test_the_scanner_stops_at_the_end_of_the_value_and_leaves_the_rest():
     scanner = JsonScanner()
     assert scanner.feed('{"a": [1]}  </tool_call>') == len('{"a": [1]}')
     assert scanner.done
+
+
+def _split_read(text: str, at: int, fmt: str = "hermes") -> tuple[str, str]:
+    """Content and the one call's arguments, `text` fed in two pieces cut at `at`."""
+    parser = StreamingOutputParser(None, fmt, False)
+    events = parser.feed(text[:at]) + parser.feed(text[at:]) + parser.finish()
+    return ("".join(e.text for e in events if isinstance(e, ContentDelta)),
+            "".join(e.arguments or "" for e in events if isinstance(e, ToolCallDelta)))
+
+
+CALL_HEAD = '<tool_call>{"name": "f", "arguments": {'
+
+
+@pytest.mark.parametrize("tail", ['"a": tru}', '"a": 1.}', '"a": -}', '"a": nulx}', '"a": "b\\q"}', '"a": "b\\u12x"}',
+                                  '"ab\\q": 1}'])
+def test_a_call_the_stream_announced_and_the_model_then_broke_loses_no_character(tail):
+    # What the scanner held when the JSON broke (a literal, a number, an escape) ends the arguments; the
+    # character that broke it and the rest are content: together they are the model's text.
+    content, arguments = _split_read(CALL_HEAD + tail, len(CALL_HEAD))
+    assert arguments[1:] + content == tail
+
+
+def test_a_whole_answer_read_from_its_events_pieces_keeps_the_broken_call_its_stream_announced():
+    text = CALL_HEAD + '"loud": True}}</tool_call>'
+    whole = parse_output(text, None, "hermes", False, cut=True, pieces=[CALL_HEAD, text[len(CALL_HEAD):]])
+    content, arguments = _split_read(text, len(CALL_HEAD))
+    assert [(c.name, c.arguments) for c in whole.tool_calls] == [("f", arguments)] and whole.content == content
+    # Read in one piece, nothing was announced before it broke: the block is the answer's text.
+    assert parse_output(text, None, "hermes", False, cut=True).content == text
+
+
+def test_string_text_before_a_half_surrogate_pair_is_kept_when_the_text_ends_there():
+    text = '<tool_call>{"name": "post", "arguments": {"text": "Great news everyone \\ud83d'
+    want = '{"text": "Great news everyone \\ud83d'
+    assert [c.arguments for c in parse_output(text, None, "hermes", False, cut=True).tool_calls] == [want]
+    for at in (len(text) - 12, len(text) - 3):
+        assert _split_read(text, at)[1] == want

@@ -49,13 +49,16 @@ def parse_output(
     tool_format: str | ToolCallParser | None = None,
     prompt_opened: bool = False,
     cut: bool = False,
+    pieces: list[str] | None = None,
 ) -> ParsedOutput:
     """The whole-text reading of one generation. `cut`: read it as its stream is -- a call announced
     before the text ended (at max_tokens, at the client's stop, or the model's own end with no grammar
     holding the call) stays a call, its arguments as far as they got, as OpenAI returns a cut call -- so
-    a streamed and a whole response of one generation agree (the chat route always asks for this)."""
+    a streamed and a whole response of one generation agree (the chat route always asks for this).
+    `pieces`: the text as the generation's events brought it, fed one by one as the stream feeds them: a
+    call the stream announced and the model then broke (`{"a": True}`) stays the call it was there."""
     if cut:
-        return _folded(StreamingOutputParser(reasoning_format, tool_format, prompt_opened), text)
+        return _folded(StreamingOutputParser(reasoning_format, tool_format, prompt_opened), pieces or [text])
     parser = resolve_tool_parser(tool_format)
     reasoning, content = split_reasoning(
         text, resolve_markers(reasoning_format), prompt_opened, parser.openers if parser else ()
@@ -66,10 +69,11 @@ def parse_output(
     return ParsedOutput(reasoning, content, calls)
 
 
-def _folded(stream: StreamingOutputParser, text: str) -> ParsedOutput:
-    """The stream's events over the whole `text`, gathered into one message."""
+def _folded(stream: StreamingOutputParser, pieces: list[str]) -> ParsedOutput:
+    """The stream's events over `pieces` fed in turn, gathered into one message."""
     reasoning, content, calls = [], [], {}
-    for event in stream.feed(text) + stream.finish():
+    events = [event for piece in pieces for event in stream.feed(piece)] + stream.finish()
+    for event in events:
         if isinstance(event, ReasoningDelta):
             reasoning.append(event.text)
         elif isinstance(event, ContentDelta):

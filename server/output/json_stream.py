@@ -126,11 +126,18 @@ class JsonScanner:
     def pending(self) -> str:
         """Text of what was read but has produced no event yet: an open key (canonical: keys are emitted
         whole) or a number or literal still being read (as written: it cannot be canonical before it
-        ends). A value string's text is streamed as it comes (only an escape or half a surrogate pair may
-        wait, and is left out)."""
+        ends). A value string's text is streamed as it comes: only an escape or half a surrogate pair may
+        wait, and is given as written."""
         if self._string is not None and self._is_key:
-            return '"' + escape_text("".join(self._string))
+            return '"' + escape_text("".join(self._string)) + self._open_escape()
+        if self._string is not None:
+            return self._open_escape()
         return self._token or ""
+
+    def _open_escape(self) -> str:
+        """An escape begun but not ended (`\\`, `\\u12`), and a high surrogate waiting for its pair, as written."""
+        high = f"\\u{ord(self._high):04x}" if self._high is not None else ""
+        return high + ("\\" + self._escape if self._escape is not None else "")
 
     def finish(self) -> None:
         """End of input: a top-level number ends here; anything open is an error."""
@@ -217,11 +224,12 @@ class JsonScanner:
         return False
 
     def _end_number(self) -> None:
-        token, self._token = self._token, None
+        token = self._token
         canonical = _canonical_number(token or "")
         if canonical is None:
-            self.error = f"invalid number {token!r}"
+            self.error = f"invalid number {token!r}"  # the token stays: pending() gives it as written
             return
+        self._token = None
         self.events.append(("scalar", canonical))
         self._value_ended()
 
@@ -262,8 +270,9 @@ class JsonScanner:
                     self.events.append(("str_close", None))
                     self._value_ended()
                 return i
-        if not self._is_key and buf and self._high is None:
-            # Stream what we have; keys are emitted whole.
+        if not self._is_key and buf:
+            # Stream what we have; keys are emitted whole. (A high surrogate waiting for its pair is not in
+            # `buf` but in `_high`, after it: the text before it need not wait.)
             self.events.append(("str", "".join(buf)))
             buf.clear()
         return i

@@ -161,6 +161,9 @@ class ToolCallStreamer:
             if self._current is None:
                 self._fail()
             else:  # already announced: end it here, the rest is content
+                tail = call.pending_args()  # what it had read of a token, key or escape: the model's text too
+                if tail:
+                    self._events.append(ToolCallDelta(self._current, arguments=tail))
                 self._current = None
                 self._mode = "dead"
             return True

@@ -116,7 +116,8 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     for c in choices:
         # Read as its stream reads it, however it ended: a call left open at the end -- cut by max_tokens or
         # a stop, or (with no grammar holding it) ended by the model -- is the same partial call either way.
-        parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open, cut=True)
+        parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open, cut=True,
+                              pieces=c.pieces)
         if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
             # One call was asked for; later ones are dropped, not turned into content.
             parsed = type(parsed)(parsed.reasoning, parsed.content, parsed.tool_calls[:1])

@@ -128,7 +128,9 @@ async def _whole(state, req: ResponsesRequest, http_request: Request, stream, pr
     # item for item (order, text, statuses), as a client switching between them expects.
     writer = turn.writer
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
-    for delta in one_call_only(req, parser.feed(choice.text) + parser.finish()):
+    # Fed piece by piece, as the stream is: a call it would have announced and the model then broke stays one.
+    read = [delta for piece in choice.pieces or [choice.text] for delta in parser.feed(piece)] + parser.finish()
+    for delta in one_call_only(req, read):
         writer.feed(delta)
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
