@@ -161,11 +161,7 @@ class ToolCallStreamer:
             if self._current is None:
                 self._fail()
             else:  # already announced: end it here, the rest is content
-                tail = call.pending_args()  # what it had read of a token, key or escape: the model's text too
-                if tail:
-                    self._events.append(ToolCallDelta(self._current, arguments=tail))
-                self._current = None
-                self._mode = "dead"
+                self._end_announced(call)
             return True
         if call.done:
             self._current = None
@@ -181,11 +177,16 @@ class ToolCallStreamer:
         elif final and self._current is None:
             self._fail()
         elif final:  # the text ends inside an announced call (max_tokens): its arguments end as far as it got
-            tail = call.pending_args()
-            if tail:
-                self._events.append(ToolCallDelta(self._current, arguments=tail))
-            self._current, self._mode = None, "dead"  # ended: nothing more belongs to it
+            self._end_announced(call)
         return False
+
+    def _end_announced(self, call: CallObjectStream) -> None:
+        """End the announced call where its text broke off or broke: what the scanner held of a token, key
+        or escape is the model's text too, and ends the arguments; nothing more belongs to the call."""
+        tail = call.pending_args()
+        if tail:
+            self._events.append(ToolCallDelta(self._current, arguments=tail))
+        self._current, self._mode = None, "dead"
 
     def _fail(self) -> None:
         """The block is not a call: it and everything after it is content."""
