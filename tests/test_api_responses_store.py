@@ -266,10 +266,14 @@ def test_a_chained_turn_is_prepared_on_the_lane_its_whole_history_calls_for(serv
 
 
 def _open_stream(server, **body):
-    """A streamed turn, its connection left open once `response.created` has been read."""
+    """A streamed turn, its connection left open once `response.created` has been read.
+
+    Greedy on a prompt that runs to the cap (see LONG below): a sampled turn on random
+    weights may meet its end of turn within a few tokens, before the test has looked."""
     client = httpx.Client(timeout=60)
     stream = client.stream("POST", f"{server.v1}/responses",
-                           json={"input": "Tell me a story.", "max_output_tokens": 400, "stream": True, **body})
+                           json={"input": "Write at length.", "max_output_tokens": 400, "temperature": 0,
+                                 "stream": True, **body})
     response = stream.__enter__()
     lines = response.iter_lines()
     for line in lines:
