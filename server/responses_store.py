@@ -27,6 +27,8 @@ Why it is shaped so:
   the context items themselves are counted once however many stored turns
   share them, and uncounted when the last of those turns leaves. So the
   estimate tracks what is really alive, not the square of a long chain.
+- A streamed background turn keeps its events, so a client can resume its
+  stream by id; they are charged to the turn's own bytes.
 - A turn is put when it starts (`in_progress`) and again as it ended; a
   client's DELETE of a turn still running is remembered until its end
   arrives, so the end does not bring it back.
@@ -71,6 +73,7 @@ class StoredResponse:
     response: dict[str, Any]  # the response object as answered (status, output items, usage)
     context: list[dict[str, Any]]  # the input items the turn's prompt was built from, oldest first, with ids
     size: int = 0  # bytes of this turn's own: its request body and output (its context is counted by the store)
+    events: Any = None  # a streamed background turn's EventLog (server/responses_replay.py), read to resume it
 
     def next_context(self) -> list[dict[str, Any]]:
         """The items a turn chained onto this one starts from: this turn's context, then its output."""

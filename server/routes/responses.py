@@ -14,7 +14,9 @@ and a turn naming it as `previous_response_id` continues its conversation. A str
 the Responses events (server/output/responses_events.py), `event:` lines
 named, ending with `response.completed` or `response.incomplete` (no
 `[DONE]`, as OpenAI sends none); a failure after the first event is an
-`error` event.
+`error` event. A `background` turn runs on a task of its own: polled by id,
+or, with `stream` too, its events kept in a log (server/responses_replay.py)
+that the POST follows and `GET ...?stream=true&starting_after=N` resumes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.protocol import ChatCompletionRequest
 from server.protocol.responses import InputItem, ResponsesRequest, item_from_record, item_record, new_record_id
+from server.responses_replay import EventLog
 from server.responses_store import RUNNING, StoredResponse, approximate_size
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.tokenizer_thread import off_loop
@@ -108,10 +111,11 @@ async def responses(req: ResponsesRequest, http_request: Request):
     stream = await submit(state, prompt.token_ids, params)
     rid, created = new_item_id("resp"), int(time.time())
     turn = _Turn(state, req, context, rid, created, body_bytes)
+    if req.stream and req.background:
+        return _start_background_stream(state, req, stream, prompt, tool_format, turn)
     if req.stream:
         body = _events(state, req, stream, prompt, tool_format, turn)
-        return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream", headers=_SSE_HEADERS)
     if req.background:
         return _start_background(state, req, stream, prompt, tool_format, turn)
     turn.begin()
@@ -155,6 +159,7 @@ class _Turn:
         self.done = False
         self.writer = ResponsesEventWriter()  # its output items, as far as they got
         self.latest: dict | None = None  # the response object as last stored (or as it would have been)
+        self.log: EventLog | None = None  # a streamed background turn's events, for readers resuming its stream
 
     def envelope(self, status: str, output: list[dict], usage) -> dict:
         return _envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
@@ -190,11 +195,13 @@ class _Turn:
     def _store(self, response: dict, output: list[dict]) -> None:
         if self.stored:
             size = self.body_bytes + approximate_size(output)
-            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], size))
+            if self.log is not None:  # the events so far, and the last one, which echoes the response
+                size += self.log.size + (0 if response["status"] in RUNNING else approximate_size(response))
+            self.state.responses.put(StoredResponse(response, [*self.context, *self.inputs], size, self.log))
 
 
 def _check_background(state, req: ResponsesRequest) -> None:
-    """A background turn is read back from the store, and is tied to no connection to stream on."""
+    """A background turn is read back from the store (its stream, too, when it streams)."""
     if not req.background:
         return
     if not req.store:
@@ -203,9 +210,6 @@ def _check_background(state, req: ResponsesRequest) -> None:
     if not state.responses.enabled:
         raise NotSupportedError("background mode needs the response store, and this server runs with it off "
                                 "(--responses-store-size 0)", param="background")
-    if req.stream:
-        raise NotSupportedError("background mode with stream: true is not supported by this server; send it "
-                                "without stream and poll GET /v1/responses/{id}", param="stream")
 
 
 class _NobodyLeaves:
@@ -248,6 +252,33 @@ def _start_background(state, req: ResponsesRequest, stream, prompt, tool_format,
 
     state.background[turn.rid] = _Running(asyncio.get_running_loop().create_task(run()), stream.request_id, turn)
     return snapshot
+
+
+def _start_background_stream(state, req: ResponsesRequest, stream, prompt, tool_format,
+                             turn: _Turn) -> StreamingResponse:
+    """Run the turn's event stream on a task of its own, into the turn's log, and answer with the log followed
+    from its start: a client that hangs up stops reading, not the turn (it resumes with GET ?stream=true)."""
+    kept = turn.log = EventLog()
+    events = _events(state, req, stream, prompt, tool_format, turn, queued=True)
+
+    async def run() -> None:
+        try:
+            async for sse in events:
+                kept.append(sse)
+        except Exception:  # a fault of ours, stored as failed by _events: its readers hear it as an error event
+            log.exception("background response %s failed", turn.rid)
+            kept.append(_sse(turn.writer.event("error", code="server_error", param=None,
+                                               message="internal error while answering; see server log")))
+        finally:
+            await events.aclose()  # a no-op once it ended; else (the task cancelled) it stores the turn's end
+            kept.close()
+            state.background.pop(turn.rid, None)
+
+    state.background[turn.rid] = _Running(asyncio.get_running_loop().create_task(run()), stream.request_id, turn)
+    return StreamingResponse(kept.follow(), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @dataclass
@@ -294,8 +325,33 @@ def _response(state, rid: str) -> dict:
 
 
 @router.get("/v1/responses/{rid}")
-async def get_response(rid: str, http_request: Request):
-    return _response(http_request.app.state.server, rid)
+async def get_response(rid: str, http_request: Request, stream: bool = False, starting_after: int | None = None,
+                       include_obfuscation: bool | None = None):
+    """The response object; with `stream=true`, a streamed background turn's events again, after
+    `starting_after` (OpenAI's resume), following the turn live if it still runs. `include_obfuscation` is
+    accepted and ignored: this server adds no obfuscation padding to its events."""
+    state = http_request.app.state.server
+    response = _response(state, rid)
+    if not stream:
+        return response
+    if starting_after is not None and starting_after < 0:
+        raise InvalidRequestError(f"starting_after must be a sequence number (0 or more), got {starting_after}",
+                                  param="starting_after")
+    kept = _event_log(state, rid)
+    if kept is None:
+        raise InvalidRequestError(f"response '{rid}' was not created with background: true and stream: true; "
+                                  "only such a response can be streamed again", param="stream")
+    after = -1 if starting_after is None else starting_after
+    return StreamingResponse(kept.follow(after), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+def _event_log(state, rid: str) -> EventLog | None:
+    """The events of a streamed background turn: kept with it in the store, or on it while it runs."""
+    entry = state.responses.get(rid)
+    if entry is not None and entry.events is not None:
+        return entry.events
+    running = state.background.get(rid)
+    return running.turn.log if running is not None else None
 
 
 @router.delete("/v1/responses/{rid}")
@@ -350,16 +406,20 @@ def _thought(writer: ResponsesEventWriter) -> bool:
     return any(item["type"] == "reasoning" for item in writer.items)
 
 
-async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, turn: _Turn):
-    """The event stream of one turn: created, in progress, each item's events, then completed (or incomplete)."""
+async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, turn: _Turn, queued: bool = False):
+    """The event stream of one turn: created, in progress, each item's events, then completed (or incomplete).
+    A background turn (`queued`) is created `queued`, says so, and is in progress from its first token on."""
     writer = turn.writer
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
     token_ids: list[int] = []
     try:
-        snapshot = turn.begin()
+        snapshot = turn.begin("queued" if queued else "in_progress")
         yield _sse(writer.event("response.created", response=snapshot))
-        yield _sse(writer.event("response.in_progress", response=snapshot))
+        yield _sse(writer.event(f"response.{snapshot['status']}", response=snapshot))
         async for ev in stream:
+            if queued:  # it left the engine's queue
+                queued = False
+                yield _sse(writer.event("response.in_progress", response=turn.begin()))
             raise_if_failed(ev)
             token_ids += ev.token_ids
             deltas = parser.feed(ev.text)
