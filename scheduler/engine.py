@@ -343,7 +343,8 @@ class Engine:
         # Prompt logprobs go out whole or not at all: a sequence that ends before its prompt is scored sends none.
         scored = live.take_prompt_logprobs() if seq.prompt_scored >= len(seq.prompt_ids) - 1 else None
         live.stream.put(StreamEvent(seq.index, text, list(token_ids), list(lp), reason, stop_token, stats, error,
-                                    prompt_logprobs=scored))
+                                    prompt_logprobs=scored,
+                                    stop_string=live.stops.matched if reason == "stop" and stop_token is None else None))
         # Requests that ran to an end (stop/length); aborts and failures are not finishes.
         self.counters.requests_finished += seq.index == 0 and reason in ("stop", "length")
         group = self._by_request.get(seq.request_id)

@@ -45,6 +45,7 @@ class StreamEvent:
     # The prompt's tokens after its first, each scored by the tokens before it (prompt logprobs): on the
     # first event of a choice that asked for them, else None.
     prompt_logprobs: list[TokenLogprob] | None = None
+    stop_string: str | None = None  # on the final event: the client's stop string that ended the choice, if one did
 
 
 _DONE = object()

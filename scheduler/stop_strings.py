@@ -14,15 +14,16 @@ class StopMatcher:
     def __init__(self, stops: tuple[str, ...]):
         self.stops = tuple(s for s in stops if s)
         self.pending = ""
+        self.matched: str | None = None  # the stop string that ended the text (the earliest in it), once one has
 
     def feed(self, text: str) -> tuple[str, bool]:
         """Returns (text safe to emit now, whether a stop string was hit)."""
         if not self.stops:
             return text, False
         self.pending += text
-        hits = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
+        hits = [(i, s) for s, i in ((s, self.pending.find(s)) for s in self.stops) if i >= 0]
         if hits:
-            cut = min(hits)
+            cut, self.matched = min(hits, key=lambda hit: hit[0])
             out, self.pending = self.pending[:cut], ""
             return out, True
         hold = 0

@@ -64,6 +64,7 @@ class ChoiceResult:
     error: str | None = None
     prompt_logprobs: list | None = None  # the prompt's scored tokens, on the choice that scored them
     stop_token: int | None = None  # the EOS or stop id that ended it; None for a stop string or a cut
+    stop_string: str | None = None  # the client's stop string that ended it, if one did
     # The text as its events brought it: a whole answer is read from these, as its stream reads them, so
     # the two agree even where a stream cannot take back what it sent (a call announced, then broken).
     pieces: list[str] = field(default_factory=list)
@@ -78,7 +79,7 @@ class ChoiceResult:
         self.logprobs.extend(ev.logprobs)
         if ev.finish_reason is not None:
             self.finish_reason, self.stats, self.error = ev.finish_reason, ev.stats, ev.error
-            self.stop_token = ev.stop_token
+            self.stop_token, self.stop_string = ev.stop_token, ev.stop_string
 
 
 async def body_size(http_request) -> int:
