@@ -30,7 +30,7 @@ log = logging.getLogger("anchorage.app")
 
 _KNOWN_ROUTES = {
     "/health", "/v1/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/responses", "/metrics",
-    "/props", "/tokenize", "/detokenize", "/apply-template", "/slots",
+    "/props", "/tokenize", "/detokenize", "/apply-template", "/slots", "/v1/messages", "/v1/messages/count_tokens",
 }
 
 
@@ -88,7 +88,7 @@ class GateMiddleware:
                 if not (scope["method"] == "POST" and path.startswith("/slots/")):
                     check_api_key(Request(scope), self.state.settings.api_key)
             except APIError as exc:
-                await exc.response()(scope, receive, send_wrapper)
+                await exc.response(path)(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:
@@ -114,9 +114,9 @@ def create_app(settings: ServeSettings, *, background_load: bool = True, on_load
     app.state.metrics = metrics
     install_error_handlers(app)
 
-    from server.routes import chat, completions, info, responses, slots, tokenize
+    from server.routes import chat, completions, info, messages, responses, slots, tokenize
 
-    for module in (info, tokenize, chat, completions, responses, slots):
+    for module in (info, tokenize, chat, completions, responses, messages, slots):
         app.include_router(module.router)
     # Added first, so it runs inside the gate: a client without the key gets its 401, not a 413.
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_body_bytes)

@@ -66,10 +66,10 @@ class BodyLimitMiddleware:
             error = APIError(415, f"Content-Encoding {encoding[:40]!r} is not supported: send the JSON body "
                              "uncompressed", "invalid_request_error", param="Content-Encoding",
                              code="unsupported_content_encoding")
-            return await error.response()(scope, receive, send)
+            return await error.response(scope["path"])(scope, receive, send)
         declared = _declared_length(scope)
         if declared is not None and declared > self.limit:
-            return await _too_large(self.limit).response()(scope, receive, send)
+            return await _too_large(self.limit).response(scope["path"])(scope, receive, send)
         # The bytes are counted whatever was declared: with both Content-Length and Transfer-Encoding:
         # chunked, h11 frames the body by the chunks, and a small declared length would let any size in.
         received: list[dict] = []
@@ -81,7 +81,7 @@ class BodyLimitMiddleware:
                 break
             size += len(message.get("body", b""))
             if size > self.limit:
-                return await _too_large(self.limit).response()(scope, receive, send)
+                return await _too_large(self.limit).response(scope["path"])(scope, receive, send)
             received.append(message)
             if not message.get("more_body", False):
                 break

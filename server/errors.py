@@ -74,11 +74,34 @@ class APIError(Exception):
         error.update(self.extra)
         return {"error": error}
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
+    def anthropic_body(self) -> dict[str, Any]:
+        """The error as Anthropic's API shapes it (`/v1/messages`): its type in Anthropic's words, and the
+        field it names in the message, since that shape has no `param`."""
+        message = self.message
+        if self.param and self.param not in message:
+            message = f"{self.param}: {message}"
+        kind = "request_too_large" if self.status == 413 else _ANTHROPIC_TYPES.get(self.type) or (
+            "api_error" if self.status >= 500 else "invalid_request_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def response(self, path: str = "") -> JSONResponse:
+        """The error answered on `path`: Anthropic-shaped on the Messages API's routes, else OpenAI's."""
+        body = self.anthropic_body() if is_anthropic_path(path) else self.body()
+        return JSONResponse(body, status_code=self.status, headers=self.headers or None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.status}, {self.message!r}, param={self.param!r})"
+
+
+def is_anthropic_path(path: str) -> bool:
+    """A route of Anthropic's Messages API (server/routes/messages.py), whose clients read its error shape."""
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
+# Our error types that Anthropic names otherwise; the rest map by status (api_error from 500 up).
+_ANTHROPIC_TYPES = {"invalid_request_error": "invalid_request_error", "authentication_error": "authentication_error",
+                    "not_found_error": "not_found_error", "exceed_context_size_error": "invalid_request_error",
+                    "not_supported_error": "invalid_request_error"}
 
 
 class InvalidRequestError(APIError):
@@ -246,7 +269,7 @@ def _is_raw_body_error(error: Mapping[str, Any]) -> bool:
 
 
 async def _api_error_handler(request: Request, exc: APIError) -> JSONResponse:
-    return exc.response()
+    return exc.response(request.url.path)
 
 
 async def _validation_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -258,8 +281,8 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
             f"the request body must be JSON sent with Content-Type: application/json (got {got})",
             "invalid_request_error",
             code="unsupported_media_type",
-        ).response()
-    return api_error_from_validation(errors).response()
+        ).response(request.url.path)
+    return api_error_from_validation(errors).response(request.url.path)
 
 
 def json_body_problem(raw: bytes) -> str:
@@ -310,14 +333,14 @@ async def _http_exception_handler(request: Request, exc: StarletteHTTPException)
         message = str(exc.detail)
     return APIError(
         status, message, _type_for_status(status), code=code, headers=exc.headers
-    ).response()
+    ).response(request.url.path)
 
 
 async def _client_gone_handler(request: Request, exc: ClientDisconnect) -> JSONResponse:
     # The client hung up before its body arrived: nothing failed on our side and no one reads the answer.
     # Handled here, not by _unexpected_handler (which logs a traceback as a server error).
     logger.info("client disconnected before its body arrived: %s %s", request.method, request.url.path)
-    return InvalidRequestError("the client disconnected before the request body arrived").response()
+    return InvalidRequestError("the client disconnected before the request body arrived").response(request.url.path)
 
 
 async def _unexpected_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -325,7 +348,7 @@ async def _unexpected_handler(request: Request, exc: Exception) -> JSONResponse:
     logger.error(
         "unhandled error on %s %s", request.method, request.url.path, exc_info=exc
     )
-    return ServerError("internal server error; the server log has the details").response()
+    return ServerError("internal server error; the server log has the details").response(request.url.path)
 
 
 def install_error_handlers(app: FastAPI) -> None:

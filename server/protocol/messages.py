@@ -1,0 +1,349 @@
+"""Wire models of Anthropic's Messages API (`POST /v1/messages`), and its translation to a chat request.
+
+What it is for: agent clients built on Anthropic's SDK (coding agents among
+them) send `messages` whose content is typed blocks -- `text`, the model's
+`thinking` and `tool_use` passed back, the client's `tool_result` -- with
+`tools` as `{name, description, input_schema}` and a thinking budget as
+`thinking.budget_tokens`. This module validates that shape (errors name its
+fields: `messages.2.content.0.tool_use_id`) and turns it into the chat
+request the server already renders, constrains and parses (`to_chat_body`),
+as the Responses API does: one template path, one tool-call grammar, one
+reasoning parser for every API.
+
+Why a translation: a Messages turn is a chat turn with other spelling. A
+`thinking` block passed back becomes its assistant message's
+`reasoning_content`, so the template replays the thought and the next prompt
+starts with the tokens the server ran (the prefix cache and the tool-call
+anchor reuse them). `thinking: {"type": "enabled", "budget_tokens": N}` is
+the server's reasoning budget N (llama.cpp's semantics: the thought is cut
+after N tokens), `{"type": "disabled"}` a budget of 0; without `thinking` the
+model thinks as the server's default says, as on chat. Images, documents and
+Anthropic's server-side tools are refused by name: the served models are
+text-only and run no tools themselves.
+
+Not for: the response objects and events (server/output/messages_events.py,
+server/routes/messages.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from server.protocol.chat import FUNCTION_NAME_CHARS, _nested
+from server.protocol.common import INT32_MAX, RequestBody, WireModel, field_error
+
+
+def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
+    """`_nested`, its error's path put under `prefix`."""
+    try:
+        return _nested(model, value)
+    except PydanticCustomError as exc:
+        field = (exc.context or {}).get("field", "")
+        raise field_error(f"{prefix}.{field}" if field else prefix, exc.message()) from None
+
+
+# Anthropic's fields on blocks and tools that change no prompt here: prompt-caching hints (this server caches
+# every prefix by itself) and citations.
+_HINTS = frozenset({"cache_control", "citations"})
+
+
+class TextBlock(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = _HINTS
+
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingBlock(WireModel):
+    # `signature`: Anthropic's seal over a thought; this server writes none and checks none.
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"signature", *_HINTS})
+
+    type: Literal["thinking"]
+    thinking: str
+
+
+class RedactedThinkingBlock(WireModel):
+    """A thought Anthropic encrypted: opaque here, so it adds nothing to the prompt."""
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+class ToolUseBlock(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"caller", *_HINTS})
+
+    type: Literal["tool_use"]
+    id: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    input: dict[str, Any]
+
+
+class ToolResultBlock(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = _HINTS
+
+    type: Literal["tool_result"]
+    tool_use_id: Annotated[str, Field(min_length=1)]
+    content: str | list[TextBlock] = ""
+    is_error: bool = False
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        return _text_blocks(value)
+
+    def text(self) -> str:
+        body = self.content if isinstance(self.content, str) else "".join(b.text for b in self.content)
+        # The model reads a failed call's result as one: Anthropic's API tells it so too.
+        return f"Error: {body}" if self.is_error and not body.startswith("Error") else body
+
+
+def _text_blocks(value: Any) -> Any:
+    """Content that may be a string or a list of text blocks (a tool result's, the system prompt)."""
+    if not isinstance(value, list):
+        return value
+    out = []
+    for i, block in enumerate(value):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind != "text":
+            raise field_error(f"{i}.type", f"only text blocks are supported here, got {kind!r}")
+        out.append(_nested_at(str(i), TextBlock, block))
+    return out
+
+
+BLOCKS: dict[str, type[WireModel]] = {"text": TextBlock, "thinking": ThinkingBlock,
+                                      "redacted_thinking": RedactedThinkingBlock, "tool_use": ToolUseBlock,
+                                      "tool_result": ToolResultBlock}
+Block = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock
+_ROLE_BLOCKS = {"user": ("text", "tool_result"), "assistant": ("text", "thinking", "redacted_thinking", "tool_use")}
+_MEDIA = frozenset({"image", "document", "search_result", "container_upload"})
+
+
+class Message(WireModel):
+    role: Literal["user", "assistant"]
+    content: str | list[Block]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _blocks(cls, value: Any, info) -> Any:
+        if not isinstance(value, list):
+            return value
+        role = info.data.get("role")
+        out = []
+        for i, block in enumerate(value):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in _MEDIA:
+                raise field_error(f"{i}.type", f"{kind} blocks are not supported: the served model is text-only")
+            if kind not in BLOCKS:
+                raise field_error(f"{i}.type", f"content blocks may be {sorted(BLOCKS)}; got {kind!r}")
+            if role in _ROLE_BLOCKS and kind not in _ROLE_BLOCKS[role]:
+                raise field_error(f"{i}.type", f"a {role} message holds no {kind} block")
+            out.append(_nested_at(str(i), BLOCKS[kind], block))
+        return out
+
+    def blocks(self) -> list[Block]:
+        return [TextBlock(type="text", text=self.content)] if isinstance(self.content, str) else list(self.content)
+
+
+class Tool(WireModel):
+    ignored_fields: ClassVar[frozenset[str]] = _HINTS
+
+    type: Literal["custom"] | None = None
+    name: Annotated[str, Field(pattern=f"^[{FUNCTION_NAME_CHARS}]{{1,128}}$")]
+    description: str | None = None
+    input_schema: dict[str, Any]
+
+
+class ToolChoice(WireModel):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class Thinking(WireModel):
+    # "adaptive" and "between_tools" leave when to think to the model: here, to the server's default.
+    type: Literal["enabled", "disabled", "adaptive", "between_tools"]
+    budget_tokens: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
+    display: Literal["summarized", "omitted"] | None = None  # "omitted": thinking blocks carry no text
+
+
+class OutputFormat(WireModel):
+    type: Literal["json_schema"]
+    schema_: Annotated[dict[str, Any], Field(alias="schema")]
+
+
+class OutputConfig(WireModel):
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None  # to the template, as chat's reasoning_effort
+    format: OutputFormat | None = None  # the answer's JSON schema, held by the grammar as chat's response_format
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        return _nested(OutputFormat, value) if isinstance(value, dict) else value
+
+
+class MessagesBody(RequestBody):
+    """What a turn and a token count share: the conversation, its tools and its options."""
+
+    # Accepted and dropped, as they change no answer here: `metadata.user_id` (abuse tracking), routing and
+    # placement hints (`service_tier`, `speed`, `inference_geo`), `diagnostics`, and the top-level
+    # `cache_control` (this server caches every prefix by itself).
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"metadata", "service_tier", "speed", "inference_geo",
+                                                          "diagnostics", "cache_control"})
+
+    model: str | None = None
+    messages: list[Message]
+    system: str | list[TextBlock] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    stop_sequences: list[str] | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    top_k: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
+    thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        if not value:
+            raise field_error("", "messages must hold at least one message")
+        return [_nested_at(str(i), Message, m) for i, m in enumerate(value)]
+
+    @field_validator("system", mode="before")
+    @classmethod
+    def _system(cls, value: Any) -> Any:
+        return _text_blocks(value)
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        out = []
+        for i, tool in enumerate(value):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind not in (None, "custom"):
+                raise field_error(f"{i}.type", f"only client tools (type 'custom' or none) are supported: this "
+                                  f"server runs no tools itself, got {kind!r}")
+            out.append(_nested_at(str(i), Tool, tool))
+        return out
+
+    @field_validator("tool_choice", "thinking", "output_config", mode="before")
+    @classmethod
+    def _options(cls, value: Any, info) -> Any:
+        model = {"tool_choice": ToolChoice, "thinking": Thinking, "output_config": OutputConfig}[info.field_name]
+        value = _nested(model, value) if isinstance(value, dict) else value
+        if isinstance(value, ToolChoice) and (value.type == "tool") != (value.name is not None):
+            raise field_error("name", "tool_choice names a tool exactly when its type is 'tool'")
+        if isinstance(value, Thinking) and value.type == "enabled" and value.budget_tokens is None:
+            raise field_error("budget_tokens", "thinking of type 'enabled' needs budget_tokens")
+        return value
+
+    @property
+    def thinking_omitted(self) -> bool:
+        """The client asked for thinking blocks without their text."""
+        return self.thinking is not None and self.thinking.display == "omitted"
+
+    def system_text(self) -> str | None:
+        if self.system is None or isinstance(self.system, str):
+            return self.system or None
+        return "".join(b.text for b in self.system) or None
+
+    def to_chat_body(self) -> dict[str, Any]:
+        """The chat completion request this turn is: messages, tools, choice and knobs in chat's spelling."""
+        messages: list[dict[str, Any]] = []
+        system = self.system_text()
+        if system:
+            messages.append({"role": "system", "content": system})
+        for message in self.messages:
+            if message.role == "assistant":
+                messages.append(_assistant(message.blocks()))
+                continue
+            text: list[str] = []
+            for block in message.blocks():
+                if isinstance(block, ToolResultBlock):
+                    messages.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": block.text()})
+                else:
+                    text.append(block.text)
+            if text or not any(isinstance(b, ToolResultBlock) for b in message.blocks()):
+                messages.append({"role": "user", "content": "".join(text)})
+        body: dict[str, Any] = {"messages": messages}
+        if self.tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, **({"description": t.description} if t.description is not None else {}),
+                "parameters": t.input_schema}} for t in self.tools]
+        choice = self.tool_choice
+        if choice is not None:
+            body["tool_choice"] = ({"type": "function", "function": {"name": choice.name}} if choice.type == "tool"
+                                   else {"auto": "auto", "any": "required", "none": "none"}[choice.type])
+            if choice.disable_parallel_tool_use:
+                body["parallel_tool_calls"] = False
+        if self.thinking is not None and self.thinking.type in ("enabled", "disabled"):
+            body["reasoning_budget_tokens"] = 0 if self.thinking.type == "disabled" else self.thinking.budget_tokens
+        config = self.output_config
+        if config is not None and config.effort is not None:
+            body["reasoning_effort"] = config.effort
+        if config is not None and config.format is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output",
+                                                                              "schema": config.format.schema_}}
+        if self.stop_sequences is not None:
+            body["stop"] = self.stop_sequences
+        for field in ("temperature", "top_p", "top_k", "model", "max_tokens", "stream"):
+            value = getattr(self, field, None)
+            if value is not None:
+                body[field] = value
+        return body
+
+
+class MessagesRequest(MessagesBody):
+    max_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)]
+    stream: bool = False
+
+
+class CountTokensRequest(MessagesBody):
+    """`/v1/messages/count_tokens`: a turn's prompt without the knobs of its generation."""
+
+
+def _assistant(blocks: list[Block]) -> dict[str, Any]:
+    """One assistant message from its blocks: the thought, the text, the calls (the template orders them)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": ""}
+    for block in blocks:
+        if isinstance(block, ThinkingBlock):
+            msg["reasoning_content"] = msg.get("reasoning_content", "") + block.thinking
+        elif isinstance(block, TextBlock):
+            msg["content"] += block.text
+        elif isinstance(block, ToolUseBlock):
+            msg.setdefault("tool_calls", []).append({"id": block.id, "type": "function", "function": {
+                "name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+    return msg
+
+
+# Chat fields and the Messages fields they come from, for errors the chat pipeline finds. A chat message
+# is no Messages message one for one (the system prompt adds one, a tool result is one of its own), so
+# any message path names `messages`.
+FIELDS = (("messages", "messages"), ("max_tokens", "max_tokens"), ("stop", "stop_sequences"),
+          ("tool_choice.function", "tool_choice"), ("reasoning_budget_tokens", "thinking.budget_tokens"),
+          ("parallel_tool_calls", "tool_choice.disable_parallel_tool_use"),
+          ("response_format.json_schema.schema", "output_config.format.schema"),
+          ("response_format", "output_config.format"), ("reasoning_effort", "output_config.effort"))
+
+
+def messages_param(chat: str | None) -> str | None:
+    """The Messages field a chat request's field came from (`tools.0.function.parameters` -> `tools.0.input_schema`)."""
+    if not chat:
+        return chat
+    for theirs, ours in FIELDS:
+        if chat == theirs or chat.startswith(theirs + "."):
+            return ours if ours == "messages" else ours + chat[len(theirs):]
+    parts = chat.split(".")
+    if len(parts) >= 3 and parts[0] == "tools" and parts[2] == "function":
+        rest = parts[3:]
+        if rest[:1] == ["parameters"]:
+            rest = ["input_schema", *rest[1:]]
+        return ".".join(["tools", parts[1], *rest])
+    return chat

@@ -1,0 +1,162 @@
+"""POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API over the chat pipeline.
+
+The request becomes the chat request it spells (server/protocol/messages.py),
+which renders, constrains and runs exactly as /v1/chat/completions does; the
+generation's reading (reasoning, content, calls, in the order written)
+becomes content blocks -- `thinking`, `text`, `tool_use` -- built by the
+stream's own parser and block writer whether the answer is whole or
+streamed, so the two agree block for block.
+
+`stop_reason` is `tool_use` when the turn ends with finished calls,
+`max_tokens` when cut, `stop_sequence` (with `stop_sequence`) when one of
+the client's stop sequences ended it, else `end_turn`. Usage is Anthropic's:
+`input_tokens` are the prompt tokens the prefix cache did not hold, and
+`cache_read_input_tokens` those it did (this server caches every prefix by
+itself; nothing is ever "created" by a request's cache hint). A stream sends
+`message_start`, the blocks' events, `message_delta` (stop reason and final
+usage) and `message_stop`, each on a named `event:` line; a failure after the
+first event is an `error` event. Errors before it are Anthropic-shaped
+(server/errors.py renders them so on these paths).
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+
+from server.errors import APIError, InvalidRequestError, field_path
+from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
+from server.output import StreamingOutputParser
+from server.output.messages_events import MessagesEventWriter, new_id
+from server.protocol import ChatCompletionRequest
+from server.protocol.messages import CountTokensRequest, MessagesBody, MessagesRequest, messages_param
+from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
+from server.tokenizer_thread import off_loop
+
+router = APIRouter()
+
+
+def _chat_request(req: MessagesBody) -> ChatCompletionRequest:
+    """The chat request `req` spells; what chat refuses is reported on the Messages field it came from."""
+    try:
+        return ChatCompletionRequest.model_validate(req.to_chat_body())
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = (err.get("ctx") or {}).get("field")
+        path = field_path(("body", *err["loc"], *(str(field).split(".") if field else ())))
+        raise InvalidRequestError(err["msg"], param=messages_param(path)) from None
+
+
+async def _prepared(req: MessagesBody, http_request: Request):
+    """The turn's prompt and engine parameters, a chat pipeline error named as the client wrote the field."""
+    state = http_request.app.state.server
+    state.require_ready()
+    check_model(req.model, state)
+    chat = _chat_request(req)
+    try:
+        prompt, params = await off_loop(_prepare, chat, state, text_size=await body_size(http_request))
+    except APIError as exc:
+        theirs = messages_param(exc.param)
+        if exc.param and theirs != exc.param:
+            exc.message = exc.message.replace(exc.param, theirs)
+        exc.param = theirs
+        raise
+    return state, chat, prompt, params
+
+
+@router.post("/v1/messages")
+async def messages(req: MessagesRequest, http_request: Request):
+    state, chat, prompt, params = await _prepared(req, http_request)
+    tool_format = tool_format_of(state.info, prompt)
+    stream = await submit(state, prompt.token_ids, params, None, http_request)
+    if req.stream:
+        body = _events(state, req, chat, stream, prompt, tool_format)
+        return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    [choice] = await collect(stream, http_request, state.engine, 1)
+    writer = MessagesEventWriter(req.thinking_omitted)
+    parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
+    # Fed piece by piece, as the stream is: a call it would have announced and the model then broke stays one.
+    read = [delta for piece in choice.pieces or [choice.text] for delta in parser.feed(piece)] + parser.finish()
+    for delta in one_call_only(chat, read):
+        writer.feed(delta)
+    writer.finish()
+    message = _envelope(state, new_id("msg"), writer.content())
+    message["stop_reason"], message["stop_sequence"] = _stop(choice.finish_reason, choice.stop_string, writer)
+    message["usage"] = _usage(len(prompt.token_ids), choice.stats.cached_tokens if choice.stats else 0,
+                              len(choice.token_ids))
+    return message
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(req: CountTokensRequest, http_request: Request):
+    """The prompt's length in tokens, as `/v1/messages` would render it (Anthropic's route)."""
+    _, _, prompt, _ = await _prepared(req, http_request)
+    return {"input_tokens": len(prompt.token_ids)}
+
+
+def _envelope(state, mid: str, content: list[dict]) -> dict:
+    return {"id": mid, "type": "message", "role": "assistant", "model": state.info.served_model_name,
+            "content": content, "stop_reason": None, "stop_sequence": None}
+
+
+def _usage(prompt_tokens: int, cached: int, output_tokens: int) -> dict:
+    return {"input_tokens": prompt_tokens - cached, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached, "output_tokens": output_tokens}
+
+
+def _stop(engine_reason: str | None, stop_string: str | None, writer: MessagesEventWriter) -> tuple[str, str | None]:
+    """Anthropic's stop_reason (and stop_sequence) for how the engine ended the turn."""
+    if engine_reason == "length":
+        return "max_tokens", None
+    if stop_string is not None:
+        return "stop_sequence", stop_string
+    calls = writer.calls
+    if calls and all(map(_is_object, calls)):  # a call left unfinished is no call a client may run
+        return "tool_use", None
+    return "end_turn", None
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stream, prompt, tool_format):
+    """The event stream of one turn: message_start, each block's events, message_delta, message_stop."""
+    writer = MessagesEventWriter(req.thinking_omitted)
+    parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
+    produced = 0
+    try:
+        start = _envelope(state, new_id("msg"), [])
+        start["usage"] = _usage(len(prompt.token_ids), 0, 0)  # the cache's share comes with message_delta
+        yield _sse({"type": "message_start", "message": start})
+        async for ev in stream:
+            raise_if_failed(ev)
+            produced += len(ev.token_ids)
+            deltas = parser.feed(ev.text)
+            if ev.finish_reason is not None:
+                deltas += parser.finish()
+            for event in (e for d in one_call_only(chat, deltas) for e in writer.feed(d)):
+                yield _sse(event)
+            if ev.finish_reason is not None:
+                for event in writer.finish():
+                    yield _sse(event)
+                reason, sequence = _stop(ev.finish_reason, ev.stop_string, writer)
+                cached = ev.stats.cached_tokens if ev.stats else 0
+                yield _sse({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                            "usage": _usage(len(prompt.token_ids), cached, produced)})
+                yield _sse({"type": "message_stop"})
+    except APIError as exc:  # headers are gone: the error goes in-band, as Anthropic's `error` event
+        yield _sse(exc.anthropic_body())
+    finally:
+        state.engine.abort(stream.request_id)  # a no-op once finished; frees the pages of a client that left
+
+
+def _sse(payload: dict) -> str:
+    return f"event: {payload['type']}\ndata: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n\n"

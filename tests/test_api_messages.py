@@ -1,0 +1,222 @@
+"""Anthropic's Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`), driven by Anthropic's SDK.
+
+A turn answers content blocks -- thinking, text, tool_use -- read by the same
+parser as chat, so its thought and text are chat's for the same conversation;
+whole and streamed answers agree block for block; the thinking budget is the
+server's reasoning budget; a stop sequence, a cut, a finished call each give
+their stop reason; usage splits the prompt into what the prefix cache held
+and what it did not, and a tool loop that passes its blocks back reuses the
+first turn's tokens. Errors are Anthropic-shaped and name the field.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anthropic
+import httpx
+import pytest
+
+from live_server import live_server
+
+TOOLS = [{"name": "get_weather", "description": "Weather in a city.",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
+                           "required": ["city"]}}]
+ASK = [{"role": "user", "content": "What is the weather in Lima?"}]
+GREEDY = {"temperature": 0}  # the SDK no longer takes sampling knobs by name; the API still does
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return anthropic.Anthropic(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(client, server):
+    return httpx.get(f"{server.v1}/models", timeout=30).json()["data"][0]["id"]
+
+
+def _chat(server, model, messages, **extra):
+    r = httpx.post(f"{server.v1}/chat/completions", timeout=120,
+                   json={"model": model, "messages": messages, "temperature": 0, **extra})
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]
+
+
+def test_a_turn_answers_chats_thought_and_text_as_blocks_with_anthropic_usage(client, model, server):
+    chat = _chat(server, model, ASK, max_tokens=24, reasoning_budget_tokens=6)
+    message = client.messages.create(model=model, max_tokens=24, messages=ASK, extra_body=GREEDY,
+                                     thinking={"type": "enabled", "budget_tokens": 6})
+    assert message.type == "message" and message.role == "assistant" and message.model == model
+    assert message.id.startswith("msg_")
+    thinking = [b.thinking for b in message.content if b.type == "thinking"]
+    text = "".join(b.text for b in message.content if b.type == "text")
+    assert thinking == [chat["message"]["reasoning_content"]] and thinking[0]
+    assert text == (chat["message"]["content"] or "")
+    assert message.stop_reason == {"length": "max_tokens", "stop": "end_turn"}[chat["finish_reason"]]
+    counted = client.messages.count_tokens(model=model, messages=ASK,
+                                           thinking={"type": "enabled", "budget_tokens": 6}).input_tokens
+    usage = message.usage
+    assert usage.input_tokens + usage.cache_read_input_tokens == counted and usage.cache_creation_input_tokens == 0
+    assert usage.cache_read_input_tokens > 0  # the chat turn before it left this prompt in the prefix cache
+
+
+def test_whole_and_streamed_turns_agree_block_for_block(client, model):
+    ask = dict(model=model, max_tokens=40, messages=ASK, extra_body=GREEDY, tools=TOOLS,
+               tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}, thinking={"type": "enabled", "budget_tokens": 8})
+    whole = client.messages.create(**ask)
+    with client.messages.stream(**ask) as stream:
+        kinds = [event.type for event in stream]
+        streamed = stream.get_final_message()
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert [b.to_dict() for b in streamed.content] == [
+        {**b.to_dict(), **({"id": s.id} if b.type == "tool_use" else {})} for b, s in zip(whole.content, streamed.content)]
+    assert streamed.stop_reason == whole.stop_reason and streamed.usage.output_tokens == whole.usage.output_tokens
+
+
+def test_a_forced_tool_gives_a_tool_use_block_and_a_loop_passing_it_back_reuses_the_first_turn(client, model):
+    first = client.messages.create(model=model, max_tokens=60, messages=ASK, extra_body=GREEDY, tools=TOOLS,
+                                   tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
+                                   thinking={"type": "enabled", "budget_tokens": 8})
+    [call] = [b for b in first.content if b.type == "tool_use"]
+    assert first.stop_reason == "tool_use" and call.name == "get_weather" and call.input["city"] in ("Lima", "Oslo")
+    assert call.id.startswith("toolu_")
+    history = [*ASK, {"role": "assistant", "content": [b.to_dict() for b in first.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                             "content": '{"temperature_c": 19}'}]}]
+    second = client.messages.create(model=model, max_tokens=8, messages=history, extra_body=GREEDY, tools=TOOLS,
+                                    thinking={"type": "enabled", "budget_tokens": 8})
+    first_prompt = first.usage.input_tokens + first.usage.cache_read_input_tokens
+    assert second.usage.cache_read_input_tokens >= first_prompt // 16 * 16  # its whole pages (16 tokens each)
+
+
+def test_thinking_disabled_writes_no_thought(client, model):
+    message = client.messages.create(model=model, max_tokens=12, messages=ASK, extra_body=GREEDY,
+                                     thinking={"type": "disabled"})
+    assert [b.type for b in message.content if b.type == "thinking"] == []
+
+
+def test_a_stop_sequence_ends_the_turn_before_it_and_is_named(client, model):
+    ask = dict(model=model, max_tokens=40, messages=[{"role": "user", "content": "Write at length."}],
+               extra_body=GREEDY, thinking={"type": "disabled"})
+    text = "".join(b.text for b in client.messages.create(**ask).content if b.type == "text")
+    assert len(text) > 12, text  # greedy on this checkpoint: text enough to cut
+    stop = text[8:11]
+    cut = client.messages.create(**ask, stop_sequences=[stop])
+    assert cut.stop_reason == "stop_sequence" and cut.stop_sequence == stop
+    assert "".join(b.text for b in cut.content if b.type == "text") == text[:text.index(stop)]
+
+
+def test_a_cut_turn_is_max_tokens_and_counts_its_tokens(client, model):
+    message = client.messages.create(model=model, max_tokens=3, extra_body=GREEDY,
+                                     messages=[{"role": "user", "content": "Write at length."}])
+    assert message.stop_reason == "max_tokens" and message.usage.output_tokens == 3
+
+
+def test_a_system_prompt_and_a_failed_tool_result_reach_the_prompt(client, model):
+    plain = client.messages.count_tokens(model=model, messages=ASK).input_tokens
+    with_system = client.messages.count_tokens(model=model, messages=ASK, system="You are terse.").input_tokens
+    assert with_system > plain
+    turn = [*ASK, {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                                     "input": {"city": "Lima"}}]}]
+    ok, failed = ({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "down",
+                                                "is_error": flag}]} for flag in (False, True))
+    counts = [client.messages.count_tokens(model=model, messages=[*turn, result], tools=TOOLS).input_tokens
+              for result in (ok, failed)]
+    assert counts[1] > counts[0]  # the error is said
+
+
+@pytest.mark.parametrize("body, status, kind, names", [
+    ({"messages": ASK}, 400, "invalid_request_error", "max_tokens"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]},
+     400, "invalid_request_error", "messages.0.content.0.type"),
+    ({"max_tokens": 4, "messages": ASK, "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+     400, "invalid_request_error", "tools.0.type"),
+    ({"max_tokens": 4, "messages": ASK, "tool_choice": {"type": "tool"}}, 400, "invalid_request_error",
+     "tool_choice.name"),
+    ({"max_tokens": 4, "messages": ASK, "thinking": {"type": "enabled"}}, 400, "invalid_request_error",
+     "thinking.budget_tokens"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                                                  "input": {}}]}]},
+     400, "invalid_request_error", "messages.0.content.0.type"),
+    ({"max_tokens": 4, "messages": ASK, "model": "claude-nothing"}, 404, "not_found_error", "model"),
+    ({"max_tokens": 4, "messages": ASK, "temperature": 1.5}, 400, "invalid_request_error", "temperature"),
+    ({"max_tokens": 4, "messages": ASK, "stop_sequences": [""]}, 400, "invalid_request_error", "stop_sequences"),
+])
+def test_a_bad_request_is_an_anthropic_error_naming_the_field(server, body, status, kind, names):
+    r = httpx.post(f"{server.base_url}/v1/messages", json=body, timeout=30)
+    assert r.status_code == status, r.text
+    got = r.json()
+    assert got["type"] == "error" and got["error"]["type"] == kind and names in got["error"]["message"], got
+
+
+def test_a_token_count_is_refused_as_its_turn_would_be_and_takes_no_generation_knobs(server):
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}
+    for body, names in (({"messages": [{"role": "user", "content": [image]}]}, "messages.0.content.0.type"),
+                        ({"messages": ASK, "max_tokens": 4}, "max_tokens")):
+        r = httpx.post(f"{server.base_url}/v1/messages/count_tokens", json=body, timeout=30)
+        assert r.status_code == 400 and names in r.json()["error"]["message"], r.text
+
+
+def test_malformed_json_and_unknown_routes_are_anthropic_errors_there_and_openai_errors_elsewhere(server):
+    r = httpx.post(f"{server.base_url}/v1/messages", content=b"{", headers={"content-type": "application/json"},
+                   timeout=30)
+    assert r.status_code == 400 and r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.post(f"{server.v1}/chat/completions", content=b"{", headers={"content-type": "application/json"},
+                   timeout=30)
+    assert r.status_code == 400 and "type" not in r.json() and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_sdk_raises_its_own_errors(client, model):
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        client.messages.create(model=model, max_tokens=4, messages=[])
+    assert "messages" in str(bad.value)
+    with pytest.raises(anthropic.NotFoundError):
+        client.messages.create(model="claude-nothing", max_tokens=4, messages=ASK)
+
+
+def test_with_an_api_key_the_sdks_x_api_key_header_is_accepted_and_a_wrong_key_is_an_anthropic_401(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), api_key="sekret") as s:
+        model = httpx.get(f"{s.v1}/models", timeout=30).json()["data"][0]["id"]
+        ok = anthropic.Anthropic(base_url=s.base_url, api_key="sekret", max_retries=0)
+        assert ok.messages.create(model=model, max_tokens=2, messages=ASK).usage.output_tokens == 2
+        with pytest.raises(anthropic.AuthenticationError) as denied:
+            anthropic.Anthropic(base_url=s.base_url, api_key="wrong", max_retries=0).messages.create(
+                model=model, max_tokens=2, messages=ASK)
+        assert denied.value.body["error"]["type"] == "authentication_error"
+
+
+def test_an_output_format_holds_the_answer_to_its_schema(client, model):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
+              "required": ["city"], "additionalProperties": False}
+    message = client.messages.create(model=model, max_tokens=60, messages=[{"role": "user", "content": "Which city?"}],
+                                     thinking={"type": "enabled", "budget_tokens": 4}, extra_body=GREEDY,
+                                     output_config={"format": {"type": "json_schema", "schema": schema}})
+    text = "".join(b.text for b in message.content if b.type == "text")
+    assert json.loads(text)["city"] in ("Lima", "Oslo") and message.stop_reason == "end_turn"
+
+
+def test_a_thought_asked_omitted_comes_as_a_block_without_its_text(client, model):
+    ask = dict(model=model, max_tokens=16, messages=ASK, extra_body=GREEDY)
+    shown = client.messages.create(**ask, thinking={"type": "enabled", "budget_tokens": 6})
+    omitted = client.messages.create(**ask, thinking={"type": "enabled", "budget_tokens": 6, "display": "omitted"})
+    assert [b.type for b in omitted.content] == [b.type for b in shown.content]
+    assert [b.thinking for b in shown.content if b.type == "thinking"][0]
+    assert [b.thinking for b in omitted.content if b.type == "thinking"] == [""]
+
+
+def test_a_stream_reports_the_prefix_cache_in_its_final_usage(client, model):
+    ask = dict(model=model, max_tokens=4, messages=ASK, extra_body=GREEDY)
+    client.messages.create(**ask)
+    with client.messages.stream(**ask) as stream:
+        final = stream.get_final_message()
+    assert final.usage.cache_read_input_tokens > 0 and final.usage.output_tokens == 4
+    assert final.usage.input_tokens + final.usage.cache_read_input_tokens == client.messages.count_tokens(
+        model=model, messages=ASK).input_tokens
