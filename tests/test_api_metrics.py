@@ -16,6 +16,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine_samplers import SlowSampler, swapped
 from live_server import live_server
 
 P = "anchorage:"
@@ -129,7 +130,9 @@ def test_a_running_stream_shows_in_the_gauges_and_a_disconnect_frees_it(server, 
     # Idle, the engine still owns the pages that slots pin (their last prompts); the baseline.
     before = _wait_idle(http)
     body = {"prompt": "Go on and on", "max_tokens": 400, "temperature": 0, "logit_bias": no_eos, "stream": True}
-    with httpx.Client(base_url=server.base_url, timeout=120) as other:
+    # 5 ms more a step: the request still runs when the scrape reads the gauges, however loaded the machine.
+    with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)), \
+            httpx.Client(base_url=server.base_url, timeout=120) as other:
         with other.stream("POST", "/v1/completions", json=body) as r:
             lines = r.iter_lines()
             assert next(lines).startswith("data: ")

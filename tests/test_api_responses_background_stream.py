@@ -17,10 +17,11 @@ import httpx
 import openai
 import pytest
 
+from engine_samplers import SlowSampler, swapped
 from live_server import live_server
 from server.responses_replay import EventLog
 
-LONG = 1500  # output tokens: greedy on this checkpoint and prompt, it runs to the cap (test_api_responses_store)
+LONG = 1500  # greedy on this checkpoint and prompt, the turn runs until the context is full (test_api_responses_store)
 
 
 @pytest.fixture(scope="module")
@@ -132,19 +133,21 @@ def test_a_finished_stream_is_replayed_byte_for_byte(server):
 
 
 def test_cancelling_a_streamed_background_turn_ends_every_reader_with_the_cancel(server, client):
-    http, stream, lines = _open(server, max_output_tokens=LONG)
-    try:
-        seen = []
-        for event in _events(lines):
-            seen.append(event)
-            if event["type"].endswith(".delta"):
-                break
-        rid = seen[0]["response"]["id"]
-        assert client.responses.cancel(rid).status == "cancelled"
-        rest = list(_events(lines))  # the connection that asked, read on to its end
-    finally:
-        stream.__exit__(None, None, None)
-        http.close()
+    # 5 ms more a step: the cancel arrives while the turn runs, however loaded the machine is.
+    with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
+        http, stream, lines = _open(server, max_output_tokens=LONG)
+        try:
+            seen = []
+            for event in _events(lines):
+                seen.append(event)
+                if event["type"].endswith(".delta"):
+                    break
+            rid = seen[0]["response"]["id"]
+            assert client.responses.cancel(rid).status == "cancelled"
+            rest = list(_events(lines))  # the connection that asked, read on to its end
+        finally:
+            stream.__exit__(None, None, None)
+            http.close()
     assert rest[-1]["type"] == "response.cancelled" and rest[-1]["response"]["status"] == "cancelled"
     assert _resume(server, rid, starting_after=seen[-1]["sequence_number"]) == rest  # a late reader hears the same
     assert server.state.background == {}

@@ -21,6 +21,7 @@ import httpx
 import openai
 import pytest
 
+from engine_samplers import SlowSampler, swapped
 from live_server import live_server
 from server.responses_store import ResponsesStore, StoredResponse
 
@@ -265,6 +266,14 @@ def test_a_chained_turn_is_prepared_on_the_lane_its_whole_history_calls_for(serv
     assert sizes[1] > 1000  # the stored question renders again, though the body says only "hi"
 
 
+@pytest.fixture
+def slowed(server):
+    """5 ms more a decoding step: a turn the test looks at while it runs is still running when it looks
+    (unslowed, 400 tokens take about 0.4 s, a loaded machine's HTTP round trips a good part of that)."""
+    with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
+        yield
+
+
 def _open_stream(server, **body):
     """A streamed turn, its connection left open once `response.created` has been read.
 
@@ -284,7 +293,7 @@ def _open_stream(server, **body):
     raise AssertionError("no response.created event")
 
 
-def test_a_running_turn_is_stored_in_progress_and_cannot_be_continued_yet(server):
+def test_a_running_turn_is_stored_in_progress_and_cannot_be_continued_yet(server, slowed):
     client, stream, lines, rid = _open_stream(server)
     try:
         running = httpx.get(f"{server.v1}/responses/{rid}", timeout=60)
@@ -307,7 +316,7 @@ def _ended(server, rid: str) -> dict:
     return stored
 
 
-def test_a_turn_whose_client_left_mid_stream_is_stored_as_cancelled_with_what_it_saw(server):
+def test_a_turn_whose_client_left_mid_stream_is_stored_as_cancelled_with_what_it_saw(server, slowed):
     client, stream, lines, rid = _open_stream(server)
     seen = None
     for line in lines:  # up to the first text delta of the first item
@@ -324,7 +333,7 @@ def test_a_turn_whose_client_left_mid_stream_is_stored_as_cancelled_with_what_it
     assert [item["id"] for item in stored["output"]][:1] == [seen]  # the item open when it left, as far as it got
 
 
-def test_a_turn_deleted_while_it_runs_stays_deleted_when_it_ends(server):
+def test_a_turn_deleted_while_it_runs_stays_deleted_when_it_ends(server, slowed):
     client, stream, lines, rid = _open_stream(server)
     try:
         deleted = httpx.delete(f"{server.v1}/responses/{rid}", timeout=60)
@@ -353,7 +362,9 @@ def test_a_fault_while_answering_is_stored_as_failed_not_left_in_progress(server
 
 # -- background turns: answered `queued` at once, run on, read back by id, cancelled by id
 
-LONG = 1500  # output tokens: greedy on this checkpoint and prompt, it runs to the cap (checked below)
+# Output tokens: greedy on this checkpoint and prompt, the turn runs until the context is full (512 tokens
+# on the test server, so about 490 of them, a second's decoding): `incomplete`, as checked below.
+LONG = 1500
 
 
 def _until_ended(client, rid: str, seconds: float = 60.0):

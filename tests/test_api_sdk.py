@@ -106,15 +106,20 @@ def test_every_chunk_of_a_stream_carries_one_id_and_one_created_time(server, mod
 def test_a_request_whose_sampling_fails_ends_alone_and_the_others_in_its_batch_finish(server, model, no_eos):
     url = server.base_url + "/v1/chat/completions"
     ask = {"model": model, "messages": [{"role": "user", "content": "Tell me a story"}], "logit_bias": no_eos}
+    tokens_before = server.state.engine.counters.generation_tokens
     with (swapped(server.state.engine, lambda real: PoisonedSampler(real, poison=0.123, delay=0.05)) as picky,
           ThreadPoolExecutor(2) as pool):
-        good = pool.submit(httpx.post, url, json={**ask, "max_tokens": 30, "temperature": 0}, timeout=120)
-        time.sleep(0.5)  # the good one is decoding (30 steps of 50 ms or more) when the bad one arrives
+        good = pool.submit(httpx.post, url, json={**ask, "max_tokens": 60, "temperature": 0}, timeout=120)
+        # The good one is decoding (60 steps of 50 ms or more) when the bad one arrives: waited for, not slept.
+        deadline = time.monotonic() + 30
+        while server.state.engine.counters.generation_tokens == tokens_before:
+            assert time.monotonic() < deadline and not good.done(), "the good request never started decoding"
+            time.sleep(0.01)
         bad = pool.submit(httpx.post, url, json={**ask, "max_tokens": 4, "temperature": 0.123}, timeout=120)
         good, bad = good.result(), bad.result()
     assert bad.status_code == 500 and "sampling this request" in bad.json()["error"]["message"]
     assert good.status_code == 200, good.text
-    assert good.json()["usage"]["completion_tokens"] == 30
+    assert good.json()["usage"]["completion_tokens"] == 60
     assert picky.failed and picky.sampled_after_failure > 0  # the good one was decoding when the bad one failed
 
 

@@ -288,7 +288,10 @@ def test_a_request_naming_a_busy_slot_waits_for_it_and_the_slot_then_holds_its_t
     # The first request decodes for two seconds or more (100 steps of 20 ms) when the second arrives.
     with swapped(saving.state.engine, lambda real: SlowSampler(real, delay=0.02)), ThreadPoolExecutor(2) as pool:
         first = pool.submit(complete, "First: " + uuid.uuid4().hex, 100)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30  # until the first holds slot 0 (a fixed sleep raced a loaded machine)
+        while not _slot(saving, 0)["is_processing"]:
+            assert time.monotonic() < deadline and not first.done(), "the first request never took slot 0"
+            time.sleep(0.02)
         second = pool.submit(complete, "Second, longer: " + " ".join(uuid.uuid4().hex for _ in range(4)), 2)
         first, second = first.result(), second.result()
     assert first["usage"]["prompt_tokens"] != second["usage"]["prompt_tokens"]

@@ -104,6 +104,9 @@ def _wait(engine, rid, pred, timeout=30.0):
 
 def test_aborting_mid_prefill_and_mid_decode_returns_every_page(qwen3):
     engine = make_engine(qwen3, max_batched_tokens=16)
+    # 20 ms a step: the 25 chunks of prefill last half a second, so the poll below sees it midway even on a
+    # loaded machine (unslowed, prefill took about 50 ms, and a stalled test thread could miss it).
+    engine.runner = SlowRunner(engine.runner, 0.02)
     try:
         long_prompt = [(17 * j) % 500 + 20 for j in range(400)]
         stream = engine.submit(EngineRequest("pre", long_prompt, SamplingParams(max_tokens=50, temperature=0)))
@@ -178,6 +181,13 @@ class FailingRunner:
 
     def __getattr__(self, name):
         return getattr(self.real, name)
+
+
+class SlowRunner(FailingRunner):
+    """The engine's runner, `delay` seconds slower a forward step."""
+
+    def __init__(self, real, delay: float) -> None:
+        super().__init__(real, lambda batch: time.sleep(delay) and False)
 
 
 def _together(engine, requests: dict[str, list[int]], n_tokens: int) -> dict:
