@@ -220,3 +220,14 @@ def test_a_stream_reports_the_prefix_cache_in_its_final_usage(client, model):
     assert final.usage.cache_read_input_tokens > 0 and final.usage.output_tokens == 4
     assert final.usage.input_tokens + final.usage.cache_read_input_tokens == client.messages.count_tokens(
         model=model, messages=ASK).input_tokens
+
+
+def test_a_final_assistant_message_is_a_prefill_the_answer_goes_on_from(client, model, server):
+    prefilled = [*ASK, {"role": "assistant", "content": "The weather in"}]
+    message = client.messages.create(model=model, max_tokens=6, messages=prefilled, extra_body=GREEDY,
+                                     thinking={"type": "disabled"})
+    chat = _chat(server, model, prefilled, max_tokens=6, reasoning_budget_tokens=0, add_generation_prompt=False,
+                 continue_final_message=True)
+    assert "".join(b.text for b in message.content if b.type == "text") == (chat["message"]["content"] or "")
+    assert client.messages.count_tokens(model=model, messages=prefilled).input_tokens > client.messages.count_tokens(
+        model=model, messages=ASK).input_tokens

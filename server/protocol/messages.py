@@ -17,7 +17,9 @@ starts with the tokens the server ran (the prefix cache and the tool-call
 anchor reuse them). `thinking: {"type": "enabled", "budget_tokens": N}` is
 the server's reasoning budget N (llama.cpp's semantics: the thought is cut
 after N tokens), `{"type": "disabled"}` a budget of 0; without `thinking` the
-model thinks as the server's default says, as on chat. Images, documents and
+model thinks as the server's default says, as on chat. A final assistant
+message is a prefill: the answer goes on from its words (chat's
+`continue_final_message`). Images, documents and
 Anthropic's server-side tools are refused by name: the served models are
 text-only and run no tools themselves.
 
@@ -273,6 +275,10 @@ class MessagesBody(RequestBody):
             if text or not any(isinstance(b, ToolResultBlock) for b in message.blocks()):
                 messages.append({"role": "user", "content": "".join(text)})
         body: dict[str, Any] = {"messages": messages}
+        if self.messages[-1].role == "assistant":
+            # Anthropic's prefill: the answer goes on from the final assistant message's words (vLLM's
+            # continue_final_message), and carries only what the model added.
+            body["add_generation_prompt"], body["continue_final_message"] = False, True
         if self.tools:
             body["tools"] = [{"type": "function", "function": {
                 "name": t.name, **({"description": t.description} if t.description is not None else {}),
