@@ -135,6 +135,16 @@ def streaming_body(state, stream: RequestStream, body):
     return body
 
 
+def stop_reason_of(choice, req) -> int | str | None:
+    """vLLM's `stop_reason` for a choice (a ChoiceResult or a final StreamEvent): the client's stop string or
+    `stop_token_ids` id that ended it; None when it ended otherwise (the model's end of turn, a cut)."""
+    if choice.stop_string is not None:
+        return choice.stop_string
+    if choice.stop_token is not None and choice.stop_token in (req.stop_token_ids or ()):
+        return choice.stop_token
+    return None
+
+
 def usage_of(prompt_tokens: int, choices: list[ChoiceResult], reasoning_tokens: int | None = None) -> Usage:
     cached = choices[0].stats.cached_tokens if choices and choices[0].stats else 0
     return Usage.of(prompt_tokens, sum(len(c.token_ids) for c in choices), cached, reasoning_tokens)

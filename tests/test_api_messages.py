@@ -231,3 +231,4 @@ def test_a_final_assistant_message_is_a_prefill_the_answer_goes_on_from(client, 
     assert "".join(b.text for b in message.content if b.type == "text") == (chat["message"]["content"] or "")
     assert client.messages.count_tokens(model=model, messages=prefilled).input_tokens > client.messages.count_tokens(
         model=model, messages=ASK).input_tokens
+

@@ -338,6 +338,7 @@ class ChatCompletionChoice(ResponseModel):
     index: int
     message: ChatCompletionMessage
     finish_reason: FinishReason | None = None
+    stop_reason: int | str | None = None  # vLLM's: the client's stop string or stop token id that ended it
     logprobs: ChoiceLogprobs | None = None
     token_ids: list[int] | None = None  # return_token_ids
 
@@ -387,6 +388,7 @@ class ChunkChoice(ResponseModel):
     index: int
     delta: ChoiceDelta
     finish_reason: FinishReason | None = None
+    stop_reason: int | str | None = None  # vLLM's: the client's stop string or stop token id that ended it
     logprobs: ChoiceLogprobs | None = None
     token_ids: list[int] | None = None
 

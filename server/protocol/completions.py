@@ -133,6 +133,7 @@ class CompletionChoice(ResponseModel):
     index: int
     text: str
     finish_reason: FinishReason | None = None
+    stop_reason: int | str | None = None  # vLLM's: the client's stop string or stop token id that ended it
     logprobs: CompletionLogprobs | None = None
     token_ids: list[int] | None = None  # return_token_ids
     prompt_token_ids: list[int] | None = None  # return_token_ids (vLLM puts it per choice)

@@ -29,6 +29,7 @@ from server.generation import (
     collect,
     raise_if_failed,
     submit,
+    stop_reason_of,
     thought_token_count,
     timings_of,
     usage_of,
@@ -133,6 +134,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         out.append(ChatCompletionChoice(
             index=c.index, message=msg,
             finish_reason=_finish_reason(c.finish_reason, [call.arguments for call in parsed.tool_calls], req),
+            stop_reason=stop_reason_of(c, req),
             logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
             token_ids=c.token_ids if req.return_token_ids else None,
         ))
@@ -179,11 +181,12 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     thoughts = [_ThoughtCounter(tool_format, prompt.reasoning_open) for _ in range(req.n)]
     arguments: list[dict[int, str]] = [{} for _ in range(req.n)]  # per choice: each call's arguments so far
 
-    def chunk(index, delta, finish=None, logprobs=None, token_ids=None, **extra):
+    def chunk(index, delta, finish=None, logprobs=None, token_ids=None, stop_reason=None, **extra):
         if continuous:
             extra["usage"] = Usage.running(len(prompt.token_ids), by_choice[index])
         return event(ChatCompletionChunk(id=cid, created=created, model=model, choices=[ChunkChoice(
-            index=index, delta=delta, finish_reason=finish, logprobs=logprobs, token_ids=token_ids)], **extra))
+            index=index, delta=delta, finish_reason=finish, logprobs=logprobs, token_ids=token_ids,
+            stop_reason=stop_reason)], **extra))
 
     try:
         for i in range(req.n):
@@ -214,7 +217,8 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
                 if ev.index == 0:
                     stats0 = ev.stats
                 reason = _finish_reason(ev.finish_reason, list(arguments[ev.index].values()), req)
-                yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, timings=timings_of(ev.stats))
+                yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, stop_reason=stop_reason_of(ev, req),
+                            timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
             usage = Usage.of(len(prompt.token_ids), sum(by_choice), cached, _reasoning_tokens(info, sum(t.count for t in thoughts)))
