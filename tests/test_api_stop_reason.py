@@ -50,3 +50,12 @@ def test_chat_and_completions_name_the_stop_string_that_ended_a_choice_as_vllm_d
     assert [c["choices"][0].get("stop_reason") for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] \
         == [stop]
     assert "stop_reason" not in ask_for()  # ended otherwise: not named
+
+
+def test_a_stop_token_id_that_ended_a_choice_is_named_and_the_models_own_end_is_not(server, model):
+    ask = {"model": model, "prompt": "Write at length.", "max_tokens": 40, "temperature": 0, "return_token_ids": True}
+    ids = httpx.post(f"{server.v1}/completions", json=ask, timeout=60).json()["choices"][0]["token_ids"]
+    stop_id = ids[3]
+    cut = httpx.post(f"{server.v1}/completions", json={**ask, "stop_token_ids": [stop_id]}, timeout=60).json()
+    assert cut["choices"][0]["finish_reason"] == "stop" and cut["choices"][0]["stop_reason"] == stop_id
+    assert cut["choices"][0]["token_ids"] == ids[:ids.index(stop_id) + 1]
