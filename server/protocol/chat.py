@@ -65,6 +65,16 @@ def _nested(model: type[WireModel], value: Any) -> Any:
         raise field_error(path, message) from None
 
 
+def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
+    """`_nested` for a value inside a list or object being validated: its error's path put under `prefix`
+    (an item's index in its list)."""
+    try:
+        return _nested(model, value)
+    except PydanticCustomError as exc:
+        field = (exc.context or {}).get("field", "")
+        raise field_error(f"{prefix}.{field}" if field else prefix, exc.message()) from None
+
+
 def _content_text(value: Any) -> Any:
     """A message's content as one string (or None); refuses non-text parts."""
     if value is None or isinstance(value, str) or not isinstance(value, list):

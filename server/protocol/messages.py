@@ -33,19 +33,9 @@ import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
 
-from server.protocol.chat import FUNCTION_NAME_CHARS, _nested
+from server.protocol.chat import FUNCTION_NAME_CHARS, _nested, _nested_at
 from server.protocol.common import INT32_MAX, RequestBody, WireModel, field_error
-
-
-def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
-    """`_nested`, its error's path put under `prefix`."""
-    try:
-        return _nested(model, value)
-    except PydanticCustomError as exc:
-        field = (exc.context or {}).get("field", "")
-        raise field_error(f"{prefix}.{field}" if field else prefix, exc.message()) from None
 
 
 # Anthropic's fields on blocks and tools that change no prompt here: prompt-caching hints (this server caches

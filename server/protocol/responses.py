@@ -31,19 +31,9 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
-from server.protocol.chat import FunctionDefinition, _nested
+from server.protocol.chat import FunctionDefinition, _nested, _nested_at
 from server.protocol.common import RequestBody, TokenCount, WireModel, field_error
-
-
-def _nested_at(prefix: str, model: type[WireModel], value: Any) -> Any:
-    """`_nested`, its error's path put under `prefix` (an item's index in its list)."""
-    try:
-        return _nested(model, value)
-    except PydanticCustomError as exc:
-        field = (exc.context or {}).get("field", "")
-        raise field_error(f"{prefix}.{field}" if field else prefix, exc.message()) from None
 
 
 def _text_of(value: str | list[TextPart]) -> str:
