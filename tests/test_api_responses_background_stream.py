@@ -20,6 +20,7 @@ import pytest
 from engine_samplers import SlowSampler, swapped
 from live_server import live_server
 from server.responses_replay import EventLog
+from server.routes.responses import RECHARGE_EVERY
 
 LONG = 1500  # greedy on this checkpoint and prompt, the turn runs until the context is full (test_api_responses_store)
 
@@ -187,3 +188,68 @@ def test_a_kept_stream_is_charged_to_the_store(server, client, model):
     entry = server.state.responses.get(events[0].response.id)
     assert entry.events is not None and entry.events.closed
     assert entry.size > entry.events.size > 0
+
+
+def test_a_running_turns_log_is_charged_to_the_store_as_it_grows(server):
+    with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
+        http, stream, lines = _open(server, max_output_tokens=400)
+        try:
+            seen = []
+            for event in _events(lines):
+                seen.append(event)
+                if len(seen) == 3 * RECHARGE_EVERY:
+                    break
+            rid = seen[0]["response"]["id"]
+            entry = server.state.responses.get(rid)
+            assert entry.response["status"] == "in_progress"
+            assert entry.size >= sum(map(len, entry.events.events[:2 * RECHARGE_EVERY]))
+        finally:
+            stream.__exit__(None, None, None)
+            http.close()
+            client_ = openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0)
+            client_.responses.cancel(rid)
+
+
+def test_a_fault_mid_stream_ends_the_log_with_an_error_numbered_where_it_lands(server, monkeypatch):
+    from server.output.responses_events import ResponsesEventWriter
+
+    feed, calls = ResponsesEventWriter.feed, []
+
+    def faulty(self, delta):
+        out = feed(self, delta)  # numbered, then lost: the writer's count runs ahead of the log
+        calls.append(delta)
+        if len(calls) == 5:
+            raise RuntimeError("a fault of ours")
+        return out
+
+    monkeypatch.setattr(ResponsesEventWriter, "feed", faulty)
+    http, stream, lines = _open(server, max_output_tokens=40)
+    try:
+        events = list(_events(lines))
+    finally:
+        stream.__exit__(None, None, None)
+        http.close()
+    assert events[-1]["type"] == "error" and "internal error" in events[-1]["message"]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    rid = events[0]["response"]["id"]
+    assert _resume(server, rid, starting_after=len(events) - 2) == events[-1:]
+    assert httpx.get(f"{server.v1}/responses/{rid}", timeout=30).json()["status"] == "failed"
+
+
+def test_a_turn_cancelled_while_queued_never_says_it_was_in_progress(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), max_num_seqs=1) as one:
+        ahead = openai.OpenAI(base_url=one.v1, api_key="unused", max_retries=0).responses
+        with swapped(one.state.engine, lambda real: SlowSampler(real, delay=0.005)):
+            first = ahead.create(input="Write at length.", max_output_tokens=LONG, temperature=0, background=True)
+            http, stream, lines = _open(one, max_output_tokens=8)
+            try:
+                events = _events(lines)
+                created, queued = next(events), next(events)
+                assert (created["type"], queued["type"]) == ("response.created", "response.queued")
+                assert ahead.cancel(created["response"]["id"]).status == "cancelled"
+                rest = [e["type"] for e in events]
+            finally:
+                stream.__exit__(None, None, None)
+                http.close()
+                ahead.cancel(first.id)
+    assert rest == ["response.cancelled"]

@@ -176,6 +176,11 @@ class _Turn:
         self._store(response, output)
         return response
 
+    def recharge(self) -> None:
+        """Store a running turn again as it is: the store's budget then counts the events its log gathered."""
+        if not self.done and self.latest is not None:
+            self._store(self.latest, [])
+
     def abandoned(self, exc: BaseException | None) -> None:
         """The turn stopped before it finished: cancelled when the client left (no exception, or the route
         cancelled), else failed, with the output as far as the client saw it."""
@@ -220,7 +225,8 @@ class _NobodyLeaves:
 
 
 class _MarksRunning:
-    """A request's event stream that calls `first()` when its first event comes: the turn left the queue."""
+    """A request's event stream that calls `first()` when its first token comes: the turn left the queue. (An
+    abort or a failure while it waits brings an event with no token: it never ran.)"""
 
     def __init__(self, stream, first) -> None:
         self.request_id, self._stream, self._first = stream.request_id, stream, first
@@ -228,7 +234,7 @@ class _MarksRunning:
     async def __aiter__(self):
         first = self._first
         async for ev in self._stream:
-            if first is not None:
+            if first is not None and ev.token_ids:
                 first()
                 first = None
             yield ev
@@ -262,15 +268,22 @@ def _start_background_stream(state, req: ResponsesRequest, stream, prompt, tool_
     events = _events(state, req, stream, prompt, tool_format, turn, queued=True)
 
     async def run() -> None:
+        why = "the server stopped this response before it ended"  # the task cancelled (the loop closing)
         try:
             async for sse in events:
                 kept.append(sse)
-        except Exception:  # a fault of ours, stored as failed by _events: its readers hear it as an error event
+                if len(kept.events) % RECHARGE_EVERY == 0:
+                    turn.recharge()
+        except Exception:  # a fault of ours, stored as failed by _events
             log.exception("background response %s failed", turn.rid)
-            kept.append(_sse(turn.writer.event("error", code="server_error", param=None,
-                                               message="internal error while answering; see server log")))
+            why = "internal error while answering; see server log"
         finally:
             await events.aclose()  # a no-op once it ended; else (the task cancelled) it stores the turn's end
+            if not kept.events or not kept.events[-1].startswith(_LAST_EVENTS):
+                # Its readers hear that it ended, numbered where it enters the log (a fault may have left the
+                # writer's count ahead of what was logged).
+                kept.append(_sse({"type": "error", "sequence_number": len(kept.events), "code": "server_error",
+                                  "message": why, "param": None}))
             kept.close()
             state.background.pop(turn.rid, None)
 
@@ -279,6 +292,10 @@ def _start_background_stream(state, req: ResponsesRequest, stream, prompt, tool_
 
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The events a turn's stream ends with, as SSE text begins.
+_LAST_EVENTS = tuple(f"event: {kind}\n" for kind in ("response.completed", "response.incomplete", "response.cancelled",
+                                                      "response.failed", "error"))
+RECHARGE_EVERY = 64  # events: a streamed background turn is stored again this often, so the store's budget counts its log
 
 
 @dataclass
@@ -417,7 +434,7 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
         yield _sse(writer.event("response.created", response=snapshot))
         yield _sse(writer.event(f"response.{snapshot['status']}", response=snapshot))
         async for ev in stream:
-            if queued:  # it left the engine's queue
+            if queued and ev.token_ids:  # it left the engine's queue (an abort or failure while queued has no token)
                 queued = False
                 yield _sse(writer.event("response.in_progress", response=turn.begin()))
             raise_if_failed(ev)
