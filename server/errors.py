@@ -78,6 +78,10 @@ class APIError(Exception):
         """The error as Anthropic's API shapes it (`/v1/messages`): its type in Anthropic's words, and the
         field it names in the message, since that shape has no `param`."""
         message = self.message
+        if self.type == "exceed_context_size_error":
+            # Anthropic's wording, which clients (coding agents among them) look for to compact and retry.
+            message = (f"prompt is too long: {self.extra['n_prompt_tokens']} tokens > {self.extra['n_ctx']} "
+                       f"maximum ({message})")
         if self.param and self.param not in message:
             message = f"{self.param}: {message}"
         kind = "request_too_large" if self.status == 413 else _ANTHROPIC_TYPES.get(self.type) or (
@@ -209,8 +213,12 @@ def field_path(loc: Iterable[str | int]) -> str:
     if parts and (parts[0] == "body" or (parts[0] in _LOCATIONS and len(parts) > 1)):
         parts = parts[1:]
     # pydantic names the union member that failed (`tool_choice.literal['auto','none','required']`,
-    # `function-after[...]`); the client's field is the path without it. Field names hold no brackets.
-    return ".".join(p for p in parts if "[" not in p)
+    # `function-after[...]`, or a bare `str` for `str | list[...]`); the client's field is the path without
+    # it. Field names hold no brackets, and none of this server's is a type's name.
+    return ".".join(p for p in parts if "[" not in p and p not in _UNION_MEMBERS)
+
+
+_UNION_MEMBERS = frozenset({"str", "int", "float", "bool"})
 
 
 def _describe(error: Mapping[str, Any]) -> tuple[str, str]:

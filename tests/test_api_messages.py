@@ -149,6 +149,26 @@ def test_a_system_prompt_and_a_failed_tool_result_reach_the_prompt(client, model
     ({"max_tokens": 4, "messages": ASK, "model": "claude-nothing"}, 404, "not_found_error", "model"),
     ({"max_tokens": 4, "messages": ASK, "temperature": 1.5}, 400, "invalid_request_error", "temperature"),
     ({"max_tokens": 4, "messages": ASK, "stop_sequences": [""]}, 400, "invalid_request_error", "stop_sequences"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": ["text"], "text": "a"}]}]}, 400,
+     "invalid_request_error", "messages.0.content.0.type"),  # a type that is no string (was a 500)
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": None}]}, 400, "invalid_request_error",
+     "messages.0.content:"),  # no union member's name (`content.str`) in the path
+    ({"max_tokens": 4, "messages": [*ASK, {"role": "assistant", "content": "{"}],
+      "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}, 400,
+     "invalid_request_error", "output_config.format"),
+    # A conversation's calls, as Anthropic checks them:
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope"}]}]},
+     400, "invalid_request_error", "messages.0.content.0.tool_use_id"),
+    ({"max_tokens": 4, "messages": [*ASK, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]}, {"role": "user", "content": "and?"}]},
+     400, "invalid_request_error", "messages.2"),
+    ({"max_tokens": 4, "messages": [*ASK, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}},
+        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]}]},
+     400, "invalid_request_error", "messages.1.content.1.id"),
+    ({"max_tokens": 4, "messages": [*ASK, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]}]},
+     400, "invalid_request_error", "messages.1"),
 ])
 def test_a_bad_request_is_an_anthropic_error_naming_the_field(server, body, status, kind, names):
     r = httpx.post(f"{server.base_url}/v1/messages", json=body, timeout=30)
@@ -232,3 +252,43 @@ def test_a_final_assistant_message_is_a_prefill_the_answer_goes_on_from(client, 
     assert client.messages.count_tokens(model=model, messages=prefilled).input_tokens > client.messages.count_tokens(
         model=model, messages=ASK).input_tokens
 
+
+
+def test_chat_pipeline_errors_use_anthropics_words(server):
+    r = httpx.post(f"{server.base_url}/v1/messages", json={"max_tokens": 4, "messages": ASK,
+                                                           "tool_choice": {"type": "any"}}, timeout=30)
+    message = r.json()["error"]["message"]
+    assert r.status_code == 400 and '"any"' in message and "required" not in message, message
+
+
+def test_a_prompt_over_the_context_is_refused_as_too_long_and_still_counted(client, model, server):
+    long = [{"role": "user", "content": "word " * 3000}]
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.create(model=model, max_tokens=4, messages=long)
+    assert "prompt is too long" in str(refused.value)
+    assert client.messages.count_tokens(model=model, messages=long).input_tokens > 512  # the test server's context
+
+
+def test_a_turn_the_context_cut_before_max_tokens_says_so(client, model):
+    message = client.messages.create(model=model, max_tokens=4000, messages=[{"role": "user", "content": "word " * 140}],
+                                     thinking={"type": "disabled"}, extra_body=GREEDY)
+    assert message.stop_reason == "model_context_window_exceeded", message.stop_reason
+    assert message.usage.output_tokens < 4000
+
+
+def test_a_forced_call_cut_before_its_name_is_out_answers_no_text(client, model):
+    tools = [*TOOLS, {"name": "get_time", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    for cut in range(1, 16):
+        ask = dict(model=model, max_tokens=cut, messages=ASK, tools=tools, tool_choice={"type": "any"},
+                   thinking={"type": "disabled"}, extra_body=GREEDY)
+        whole = client.messages.create(**ask)
+        with client.messages.stream(**ask) as stream:
+            streamed = stream.get_final_message()
+        assert [b.type for b in whole.content if b.type == "text"] == [], (cut, whole.content)
+        assert [b.type for b in streamed.content] == [b.type for b in whole.content]
+
+
+def test_anthropic_tool_hints_are_accepted(client, model):
+    tool = {**TOOLS[0], "strict": True, "eager_input_streaming": True, "defer_loading": False,
+            "input_examples": [{"city": "Lima"}], "cache_control": {"type": "ephemeral"}}
+    assert client.messages.count_tokens(model=model, messages=ASK, tools=[tool]).input_tokens > 0

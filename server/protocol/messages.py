@@ -32,15 +32,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from server.protocol.chat import FUNCTION_NAME_CHARS, _nested, _nested_at
 from server.protocol.common import INT32_MAX, RequestBody, WireModel, field_error
 
 
 # Anthropic's fields on blocks and tools that change no prompt here: prompt-caching hints (this server caches
-# every prefix by itself) and citations.
-_HINTS = frozenset({"cache_control", "citations"})
+# every prefix by itself), citations, and the tool-search and programmatic-calling labels.
+_HINTS = frozenset({"cache_control", "citations", "toolset_name", "caller"})
 
 
 class TextBlock(WireModel):
@@ -65,7 +65,7 @@ class RedactedThinkingBlock(WireModel):
 
 
 class ToolUseBlock(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"caller", *_HINTS})
+    ignored_fields: ClassVar[frozenset[str]] = _HINTS
 
     type: Literal["tool_use"]
     id: Annotated[str, Field(min_length=1)]
@@ -99,7 +99,7 @@ def _text_blocks(value: Any) -> Any:
     out = []
     for i, block in enumerate(value):
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind != "text":
+        if kind != "text":  # (a kind that is no string is named by its repr, never hashed)
             raise field_error(f"{i}.type", f"only text blocks are supported here, got {kind!r}")
         out.append(_nested_at(str(i), TextBlock, block))
     return out
@@ -126,6 +126,7 @@ class Message(WireModel):
         out = []
         for i, block in enumerate(value):
             kind = block.get("type") if isinstance(block, dict) else None
+            kind = kind if isinstance(kind, str) else repr(kind) if kind is not None else None
             if kind in _MEDIA:
                 raise field_error(f"{i}.type", f"{kind} blocks are not supported: the served model is text-only")
             if kind not in BLOCKS:
@@ -140,12 +141,16 @@ class Message(WireModel):
 
 
 class Tool(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = _HINTS
+    # Anthropic's hints about how its own platform streams, loads and lets code call a tool: no prompt of
+    # this server's changes with them. (`strict` is kept: the call grammar holds every tool to its schema.)
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"eager_input_streaming", "defer_loading", "input_examples",
+                                                          "allowed_callers", *_HINTS})
 
     type: Literal["custom"] | None = None
     name: Annotated[str, Field(pattern=f"^[{FUNCTION_NAME_CHARS}]{{1,128}}$")]
     description: str | None = None
     input_schema: dict[str, Any]
+    strict: bool | None = None
 
 
 class ToolChoice(WireModel):
@@ -219,7 +224,7 @@ class MessagesBody(RequestBody):
         out = []
         for i, tool in enumerate(value):
             kind = tool.get("type") if isinstance(tool, dict) else None
-            if kind not in (None, "custom"):
+            if kind is not None and kind != "custom":
                 raise field_error(f"{i}.type", f"only client tools (type 'custom' or none) are supported: this "
                                   f"server runs no tools itself, got {kind!r}")
             out.append(_nested_at(str(i), Tool, tool))
@@ -235,6 +240,42 @@ class MessagesBody(RequestBody):
         if isinstance(value, Thinking) and value.type == "enabled" and value.budget_tokens is None:
             raise field_error("budget_tokens", "thinking of type 'enabled' needs budget_tokens")
         return value
+
+    @model_validator(mode="after")
+    def _tool_history(self) -> MessagesBody:
+        """Anthropic's rules for a conversation's calls: each tool_use id once, each answered by a tool_result
+        in the very next (user) message, and every tool_result answering one of those."""
+        seen: set[str] = set()
+        pending: list[str] = []  # the ids of the last assistant message's calls, not yet answered
+        last = len(self.messages) - 1
+        for i, message in enumerate(self.messages):
+            blocks = message.blocks()
+            if message.role == "user":
+                for j, block in enumerate(blocks):
+                    if isinstance(block, ToolResultBlock):
+                        if block.tool_use_id not in pending:
+                            raise field_error(f"messages.{i}.content.{j}.tool_use_id",
+                                              f"tool_result answers {block.tool_use_id!r}, which is no unanswered "
+                                              "tool_use of the assistant message just before it")
+                        pending.remove(block.tool_use_id)
+            if pending:
+                raise field_error(f"messages.{i}", f"tool_use ids {pending} have no tool_result in the user "
+                                  "message right after them")
+            if message.role == "assistant":
+                for j, block in enumerate(blocks):
+                    if isinstance(block, ToolUseBlock):
+                        if block.id in seen:
+                            raise field_error(f"messages.{i}.content.{j}.id", f"tool_use id {block.id!r} is used twice")
+                        seen.add(block.id)
+                        pending.append(block.id)
+                if pending and i == last:
+                    raise field_error(f"messages.{i}", "a final assistant message is a prefill the answer goes on "
+                                      "from, so it holds no tool_use: send the results in a user message after it")
+        if self.messages and self.messages[-1].role == "assistant" and self.output_config is not None \
+                and self.output_config.format is not None:
+            raise field_error("output_config.format", "a JSON output format cannot go on from a prefill (a final "
+                              "assistant message): its grammar holds the whole answer from the first character")
+        return self
 
     @property
     def thinking_omitted(self) -> bool:

@@ -5,10 +5,12 @@ which renders, constrains and runs exactly as /v1/chat/completions does; the
 generation's reading (reasoning, content, calls, in the order written)
 becomes content blocks -- `thinking`, `text`, `tool_use` -- built by the
 stream's own parser and block writer whether the answer is whole or
-streamed, so the two agree block for block.
+streamed, so the two agree block for block. A forced call (`any`, `tool`)
+answers no text: what text there is is a call cut before its name was out.
 
 `stop_reason` is `tool_use` when the turn ends with finished calls,
-`max_tokens` when cut, `stop_sequence` (with `stop_sequence`) when one of
+`max_tokens` when cut (`model_context_window_exceeded` when the context
+filled up first), `stop_sequence` (with `stop_sequence`) when one of
 the client's stop sequences ended it, else `end_turn`. Usage is Anthropic's:
 `input_tokens` are the prompt tokens the prefix cache did not hold, and
 `cache_read_input_tokens` those it did (this server caches every prefix by
@@ -22,16 +24,19 @@ first event is an `error` event. Errors before it are Anthropic-shaped
 from __future__ import annotations
 
 import json
+import re
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from server.errors import APIError, InvalidRequestError, field_path
+from server.chat_prompt import render_chat
+from server.engine_params import refuse_invalid_tool_parameters
 from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
-from server.output import StreamingOutputParser
+from server.output import ContentDelta, StreamingOutputParser
 from server.output.messages_events import MessagesEventWriter, new_id
-from server.protocol import ChatCompletionRequest
+from server.protocol import ChatCompletionRequest, NamedToolChoice
 from server.protocol.messages import CountTokensRequest, MessagesBody, MessagesRequest, messages_param
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.tokenizer_thread import off_loop
@@ -47,29 +52,48 @@ def _chat_request(req: MessagesBody) -> ChatCompletionRequest:
         err = exc.errors()[0]
         field = (err.get("ctx") or {}).get("field")
         path = field_path(("body", *err["loc"], *(str(field).split(".") if field else ())))
-        raise InvalidRequestError(err["msg"], param=messages_param(path)) from None
+        raise InvalidRequestError(_in_our_words(err["msg"]), param=messages_param(path)) from None
 
 
-async def _prepared(req: MessagesBody, http_request: Request):
-    """The turn's prompt and engine parameters, a chat pipeline error named as the client wrote the field."""
+async def _prepared(req: MessagesBody, http_request: Request, prepare=_prepare):
+    """The turn's prompt and engine parameters (what `prepare` gives), a chat pipeline error named as the
+    client wrote the field."""
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
     chat = _chat_request(req)
     try:
-        prompt, params = await off_loop(_prepare, chat, state, text_size=await body_size(http_request))
+        return state, chat, await off_loop(prepare, chat, state, text_size=await body_size(http_request))
     except APIError as exc:
         theirs = messages_param(exc.param)
         if exc.param and theirs != exc.param:
             exc.message = exc.message.replace(exc.param, theirs)
+        exc.message = _in_our_words(exc.message)
         exc.param = theirs
         raise
-    return state, chat, prompt, params
+
+
+_REQUIRED = re.compile(r"tool_choice '?required'?")
+
+
+def _in_our_words(message: str) -> str:
+    """A chat pipeline message as a Messages client says it: chat's `required` is `{"type": "any"}` here."""
+    return _REQUIRED.sub('tool_choice {"type": "any"}', message)
+
+
+def _read(chat: ChatCompletionRequest, deltas: list) -> list:
+    """The deltas a turn answers: one call when parallel calls are off; under a forced call, no text -- the
+    grammar writes the call from the first token, so text is a call cut before its name was out (its raw
+    markup), and Anthropic's API answers a forced turn with calls only."""
+    deltas = one_call_only(chat, deltas)
+    if chat.tool_choice == "required" or isinstance(chat.tool_choice, NamedToolChoice):
+        deltas = [d for d in deltas if not isinstance(d, ContentDelta)]
+    return deltas
 
 
 @router.post("/v1/messages")
 async def messages(req: MessagesRequest, http_request: Request):
-    state, chat, prompt, params = await _prepared(req, http_request)
+    state, chat, (prompt, params) = await _prepared(req, http_request)
     tool_format = tool_format_of(state.info, prompt)
     stream = await submit(state, prompt.token_ids, params, None, http_request)
     if req.stream:
@@ -81,11 +105,12 @@ async def messages(req: MessagesRequest, http_request: Request):
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
     # Fed piece by piece, as the stream is: a call it would have announced and the model then broke stays one.
     read = [delta for piece in choice.pieces or [choice.text] for delta in parser.feed(piece)] + parser.finish()
-    for delta in one_call_only(chat, read):
+    for delta in _read(chat, read):
         writer.feed(delta)
     writer.finish()
     message = _envelope(state, new_id("msg"), writer.content())
-    message["stop_reason"], message["stop_sequence"] = _stop(choice.finish_reason, choice.stop_string, writer)
+    message["stop_reason"], message["stop_sequence"] = _stop(choice.finish_reason, choice.stop_string, writer,
+                                                             len(choice.token_ids) < req.max_tokens)
     message["usage"] = _usage(len(prompt.token_ids), choice.stats.cached_tokens if choice.stats else 0,
                               len(choice.token_ids))
     return message
@@ -93,9 +118,15 @@ async def messages(req: MessagesRequest, http_request: Request):
 
 @router.post("/v1/messages/count_tokens")
 async def count_tokens(req: CountTokensRequest, http_request: Request):
-    """The prompt's length in tokens, as `/v1/messages` would render it (Anthropic's route)."""
-    _, _, prompt, _ = await _prepared(req, http_request)
+    """The prompt's length in tokens, as `/v1/messages` would render it (Anthropic's route): counted even when
+    it is longer than the context, since counting is how a client learns how much to cut."""
+    _, _, prompt = await _prepared(req, http_request, _render)
     return {"input_tokens": len(prompt.token_ids)}
+
+
+def _render(chat: ChatCompletionRequest, state):
+    refuse_invalid_tool_parameters(chat)
+    return render_chat(chat, state.tokenizer, state.info.reasoning)
 
 
 def _envelope(state, mid: str, content: list[dict]) -> dict:
@@ -108,10 +139,12 @@ def _usage(prompt_tokens: int, cached: int, output_tokens: int) -> dict:
             "cache_read_input_tokens": cached, "output_tokens": output_tokens}
 
 
-def _stop(engine_reason: str | None, stop_string: str | None, writer: MessagesEventWriter) -> tuple[str, str | None]:
-    """Anthropic's stop_reason (and stop_sequence) for how the engine ended the turn."""
+def _stop(engine_reason: str | None, stop_string: str | None, writer: MessagesEventWriter,
+          short_of_max: bool) -> tuple[str, str | None]:
+    """Anthropic's stop_reason (and stop_sequence) for how the engine ended the turn; a cut that came before
+    `max_tokens` was the context filling up."""
     if engine_reason == "length":
-        return "max_tokens", None
+        return ("model_context_window_exceeded" if short_of_max else "max_tokens"), None
     if stop_string is not None:
         return "stop_sequence", stop_string
     calls = writer.calls
@@ -142,12 +175,12 @@ async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stre
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:
                 deltas += parser.finish()
-            for event in (e for d in one_call_only(chat, deltas) for e in writer.feed(d)):
+            for event in (e for d in _read(chat, deltas) for e in writer.feed(d)):
                 yield _sse(event)
             if ev.finish_reason is not None:
                 for event in writer.finish():
                     yield _sse(event)
-                reason, sequence = _stop(ev.finish_reason, ev.stop_string, writer)
+                reason, sequence = _stop(ev.finish_reason, ev.stop_string, writer, produced < req.max_tokens)
                 cached = ev.stats.cached_tokens if ev.stats else 0
                 yield _sse({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
                             "usage": _usage(len(prompt.token_ids), cached, produced)})
