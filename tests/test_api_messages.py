@@ -292,3 +292,8 @@ def test_anthropic_tool_hints_are_accepted(client, model):
     tool = {**TOOLS[0], "strict": True, "eager_input_streaming": True, "defer_loading": False,
             "input_examples": [{"city": "Lima"}], "cache_control": {"type": "ephemeral"}}
     assert client.messages.count_tokens(model=model, messages=ASK, tools=[tool]).input_tokens > 0
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
+def test_every_anthropic_effort_is_taken(client, model, effort):
+    assert client.messages.count_tokens(model=model, messages=ASK, output_config={"effort": effort}).input_tokens > 0

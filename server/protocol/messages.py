@@ -324,7 +324,8 @@ class MessagesBody(RequestBody):
             body["reasoning_budget_tokens"] = 0 if self.thinking.type == "disabled" else self.thinking.budget_tokens
         config = self.output_config
         if config is not None and config.effort is not None:
-            body["reasoning_effort"] = config.effort
+            # Chat's (and the templates') highest effort is "xhigh": Anthropic's "max" asks for the most there is.
+            body["reasoning_effort"] = "xhigh" if config.effort == "max" else config.effort
         if config is not None and config.format is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output",
                                                                               "schema": config.format.schema_}}

@@ -30,9 +30,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from server.errors import APIError, InvalidRequestError, field_path
 from server.chat_prompt import render_chat
 from server.engine_params import refuse_invalid_tool_parameters
+from server.errors import APIError, InvalidRequestError, field_path
 from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
 from server.output import ContentDelta, StreamingOutputParser
 from server.output.messages_events import MessagesEventWriter, new_id
