@@ -135,13 +135,15 @@ def streaming_body(state, stream: RequestStream, body):
     return body
 
 
-def stop_reason_of(choice, req) -> int | str | None:
+def stop_reason_of(choice, req, eos_ids) -> int | str | None:
     """vLLM's `stop_reason` for a choice (a ChoiceResult or a final StreamEvent): the client's stop string or
-    `stop_token_ids` id that ended it; None when it ended otherwise (the model's end of turn, a cut)."""
+    `stop_token_ids` id that ended it; None when it ended otherwise (the model's end of turn -- even one the
+    client listed among its stop ids, as vLLM checks the end of turn first -- or a cut)."""
     if choice.stop_string is not None:
         return choice.stop_string
-    if choice.stop_token is not None and choice.stop_token in (req.stop_token_ids or ()):
-        return choice.stop_token
+    token = choice.stop_token
+    if token is not None and token in (req.stop_token_ids or ()) and not (token in eos_ids and not req.ignore_eos):
+        return token
     return None
 
 

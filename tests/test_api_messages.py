@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from live_server import live_server
+from server.protocol.messages import MessagesRequest
 
 TOOLS = [{"name": "get_weather", "description": "Weather in a city.",
           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Lima", "Oslo"]}},
@@ -297,3 +298,57 @@ def test_anthropic_tool_hints_are_accepted(client, model):
 @pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
 def test_every_anthropic_effort_is_taken(client, model, effort):
     assert client.messages.count_tokens(model=model, messages=ASK, output_config={"effort": effort}).input_tokens > 0
+
+
+def test_tool_results_reach_the_model_in_the_order_of_their_calls_whatever_order_they_come_in():
+    calls = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Lima"}},
+        {"type": "tool_use", "id": "t2", "name": "get_weather", "input": {"city": "Oslo"}}]}
+    lima, oslo = ({"type": "tool_result", "tool_use_id": i, "content": c} for i, c in (("t1", "20C"), ("t2", "5C")))
+
+    def results(*user_turns):
+        body = MessagesRequest.model_validate({"max_tokens": 4, "messages": [*ASK, calls, *user_turns]}).to_chat_body()
+        return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+    in_order = [("t1", "20C"), ("t2", "5C")]
+    assert results({"role": "user", "content": [lima, oslo]}) == in_order
+    assert results({"role": "user", "content": [oslo, lima]}) == in_order  # templates pair them by place
+    # The same turn split over two user messages is one turn (Anthropic merges consecutive roles).
+    assert results({"role": "user", "content": [oslo]}, {"role": "user", "content": [lima]}) == in_order
+
+
+def test_consecutive_messages_of_one_role_are_one_turn(client, model):
+    def count(messages):
+        return client.messages.count_tokens(model=model, messages=messages).input_tokens
+
+    assert count([{"role": "user", "content": "Hello"}, {"role": "user", "content": " World"}]) == count(
+        [{"role": "user", "content": "Hello World"}])
+    assert count([*ASK, {"role": "assistant", "content": "The"}, {"role": "assistant", "content": " weather"}]) == count(
+        [*ASK, {"role": "assistant", "content": "The weather"}])
+
+
+@pytest.mark.parametrize("messages, names", [
+    ([*ASK, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]},
+      {"role": "user", "content": [{"type": "text", "text": "here:"},
+                                   {"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}],
+     "messages.2.content.1"),
+    ([{"role": "user", "content": []}, *ASK], "messages.0.content"),
+    ([*ASK, {"role": "assistant", "content": "Sure "}], "messages.1"),
+])
+def test_what_anthropic_refuses_in_a_conversation_is_a_400_naming_it(server, messages, names):
+    r = httpx.post(f"{server.base_url}/v1/messages", json={"max_tokens": 4, "messages": messages}, timeout=30)
+    assert r.status_code == 400 and names in r.json()["error"]["message"], r.text
+
+
+def test_a_tool_whose_input_is_no_object_is_refused(server):
+    r = httpx.post(f"{server.base_url}/v1/messages", timeout=30, json={
+        "max_tokens": 4, "messages": ASK, "tools": [{"name": "f", "input_schema": {"type": "string"}}]})
+    assert r.status_code == 400 and "tools.0.input_schema.type" in r.json()["error"]["message"], r.text
+
+
+def test_a_finished_call_a_stop_sequence_then_cut_is_still_tool_use(client, model):
+    message = client.messages.create(model=model, max_tokens=60, messages=ASK, tools=TOOLS,
+                                     tool_choice={"type": "any", "disable_parallel_tool_use": True},
+                                     thinking={"type": "disabled"}, stop_sequences=["</tool_call>"],
+                                     extra_body=GREEDY)
+    assert [b.type for b in message.content] == ["tool_use"] and message.stop_reason == "tool_use"

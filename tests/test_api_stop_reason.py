@@ -59,3 +59,12 @@ def test_a_stop_token_id_that_ended_a_choice_is_named_and_the_models_own_end_is_
     cut = httpx.post(f"{server.v1}/completions", json={**ask, "stop_token_ids": [stop_id]}, timeout=60).json()
     assert cut["choices"][0]["finish_reason"] == "stop" and cut["choices"][0]["stop_reason"] == stop_id
     assert cut["choices"][0]["token_ids"] == ids[:ids.index(stop_id) + 1]
+
+
+def test_the_models_own_end_listed_as_a_stop_id_is_not_named(server, model):
+    eos = server.token_id("<|im_end|>")
+    r = httpx.post(f"{server.v1}/chat/completions", timeout=60, json={
+        "model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 40, "temperature": 0,
+        "stop_token_ids": [eos], "logit_bias": {str(eos): 100}})
+    choice = r.json()["choices"][0]
+    assert choice["finish_reason"] == "stop" and "stop_reason" not in choice, choice

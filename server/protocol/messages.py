@@ -152,6 +152,14 @@ class Tool(WireModel):
     input_schema: dict[str, Any]
     strict: bool | None = None
 
+    @field_validator("input_schema")
+    @classmethod
+    def _object(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value.get("type") != "object":  # a call's input is an object, as Anthropic's API requires
+            raise field_error("type", f"a tool's input_schema is an object's schema: its type is 'object', got "
+                              f"{value.get('type')!r}")
+        return value
+
 
 class ToolChoice(WireModel):
     type: Literal["auto", "any", "tool", "none"]
@@ -243,34 +251,48 @@ class MessagesBody(RequestBody):
 
     @model_validator(mode="after")
     def _tool_history(self) -> MessagesBody:
-        """Anthropic's rules for a conversation's calls: each tool_use id once, each answered by a tool_result
-        in the very next (user) message, and every tool_result answering one of those."""
-        seen: set[str] = set()
-        pending: list[str] = []  # the ids of the last assistant message's calls, not yet answered
-        last = len(self.messages) - 1
+        """Anthropic's rules for a conversation, checked turn by turn (consecutive messages of one role are one
+        turn): no empty message but a final assistant one; each tool_use id once, each answered by a
+        tool_result in the next turn, whose results come before its text and answer only those calls; a final
+        assistant turn (a prefill) holds no call and ends in no whitespace."""
         for i, message in enumerate(self.messages):
-            blocks = message.blocks()
-            if message.role == "user":
-                for j, block in enumerate(blocks):
-                    if isinstance(block, ToolResultBlock):
-                        if block.tool_use_id not in pending:
-                            raise field_error(f"messages.{i}.content.{j}.tool_use_id",
-                                              f"tool_result answers {block.tool_use_id!r}, which is no unanswered "
-                                              "tool_use of the assistant message just before it")
-                        pending.remove(block.tool_use_id)
-            if pending:
-                raise field_error(f"messages.{i}", f"tool_use ids {pending} have no tool_result in the user "
-                                  "message right after them")
-            if message.role == "assistant":
-                for j, block in enumerate(blocks):
-                    if isinstance(block, ToolUseBlock):
-                        if block.id in seen:
-                            raise field_error(f"messages.{i}.content.{j}.id", f"tool_use id {block.id!r} is used twice")
-                        seen.add(block.id)
-                        pending.append(block.id)
-                if pending and i == last:
-                    raise field_error(f"messages.{i}", "a final assistant message is a prefill the answer goes on "
-                                      "from, so it holds no tool_use: send the results in a user message after it")
+            if not message.content and not (i == len(self.messages) - 1 and message.role == "assistant"):
+                raise field_error(f"messages.{i}.content", "a message must not be empty (only a final assistant "
+                                  "message may be)")
+        seen: set[str] = set()
+        pending: list[str] = []  # the ids of the last assistant turn's calls, not yet answered
+        turns = _turns(self.messages)
+        for t, (role, first, placed) in enumerate(turns):
+            if role == "user":
+                text_seen = False
+                for path, block in placed:
+                    if not isinstance(block, ToolResultBlock):
+                        text_seen = True
+                        continue
+                    if text_seen:
+                        raise field_error(path, "a turn's tool_result blocks come before its text")
+                    if block.tool_use_id not in pending:
+                        raise field_error(f"{path}.tool_use_id", f"tool_result answers {block.tool_use_id!r}, which "
+                                          "is no unanswered tool_use of the assistant turn just before it")
+                    pending.remove(block.tool_use_id)
+                if pending:
+                    raise field_error(f"messages.{first}", f"tool_use ids {pending} have no tool_result in the user "
+                                      "turn right after them")
+                continue
+            for path, block in placed:
+                if isinstance(block, ToolUseBlock):
+                    if block.id in seen:
+                        raise field_error(f"{path}.id", f"tool_use id {block.id!r} is used twice")
+                    seen.add(block.id)
+                    pending.append(block.id)
+            if t == len(turns) - 1:  # a prefill
+                if pending:
+                    raise field_error(f"messages.{first}", "a final assistant message is a prefill the answer goes "
+                                      "on from, so it holds no tool_use: send the results in a user message after it")
+                texts = [(path, b.text) for path, b in placed if isinstance(b, TextBlock)]
+                if texts and texts[-1][1] != texts[-1][1].rstrip():
+                    raise field_error(texts[-1][0], "a final assistant message (a prefill) must not end in "
+                                      "whitespace")
         if self.messages and self.messages[-1].role == "assistant" and self.output_config is not None \
                 and self.output_config.format is not None:
             raise field_error("output_config.format", "a JSON output format cannot go on from a prefill (a final "
@@ -293,17 +315,21 @@ class MessagesBody(RequestBody):
         system = self.system_text()
         if system:
             messages.append({"role": "system", "content": system})
-        for message in self.messages:
-            if message.role == "assistant":
-                messages.append(_assistant(message.blocks()))
+        calls: list[str] = []  # the call ids of the last assistant turn, in the order it made them
+        for role, _, placed in _turns(self.messages):
+            blocks = [block for _, block in placed]
+            if role == "assistant":
+                messages.append(_assistant(blocks))
+                calls = [b.id for b in blocks if isinstance(b, ToolUseBlock)]
                 continue
-            text: list[str] = []
-            for block in message.blocks():
-                if isinstance(block, ToolResultBlock):
-                    messages.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": block.text()})
-                else:
-                    text.append(block.text)
-            if text or not any(isinstance(b, ToolResultBlock) for b in message.blocks()):
+            # Results in the order of the calls they answer: templates render no ids, so the model pairs a
+            # result with a call by place (Anthropic pairs them by id, whatever order they come in).
+            results = sorted((b for b in blocks if isinstance(b, ToolResultBlock)),
+                             key=lambda b: calls.index(b.tool_use_id))
+            for block in results:
+                messages.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": block.text()})
+            text = [b.text for b in blocks if isinstance(b, TextBlock)]
+            if text or not results:
                 messages.append({"role": "user", "content": "".join(text)})
         body: dict[str, Any] = {"messages": messages}
         if self.messages[-1].role == "assistant":
@@ -345,6 +371,20 @@ class MessagesRequest(MessagesBody):
 
 class CountTokensRequest(MessagesBody):
     """`/v1/messages/count_tokens`: a turn's prompt without the knobs of its generation."""
+
+
+def _turns(messages: list[Message]) -> list[tuple[str, int, list[tuple[str, Block]]]]:
+    """The conversation as Anthropic reads it: consecutive messages of one role are one turn. Each turn is its
+    role, the index of its first message, and its blocks in order, each with the path it came from."""
+    turns: list[tuple[str, int, list[tuple[str, Block]]]] = []
+    for i, message in enumerate(messages):
+        placed = [(f"messages.{i}" if isinstance(message.content, str) else f"messages.{i}.content.{j}", block)
+                  for j, block in enumerate(message.blocks())]
+        if turns and turns[-1][0] == message.role:
+            turns[-1][2].extend(placed)
+        else:
+            turns.append((message.role, i, placed))
+    return turns
 
 
 def _assistant(blocks: list[Block]) -> dict[str, Any]:

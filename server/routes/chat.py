@@ -134,7 +134,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         out.append(ChatCompletionChoice(
             index=c.index, message=msg,
             finish_reason=_finish_reason(c.finish_reason, [call.arguments for call in parsed.tool_calls], req),
-            stop_reason=stop_reason_of(c, req),
+            stop_reason=stop_reason_of(c, req, state.engine.eos_ids),
             logprobs=chat_logprobs(state, c.logprobs) if req.logprobs else None,
             token_ids=c.token_ids if req.return_token_ids else None,
         ))
@@ -217,8 +217,8 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
                 if ev.index == 0:
                     stats0 = ev.stats
                 reason = _finish_reason(ev.finish_reason, list(arguments[ev.index].values()), req)
-                yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids, stop_reason=stop_reason_of(ev, req),
-                            timings=timings_of(ev.stats))
+                yield chunk(ev.index, {}, finish=reason, logprobs=lp, token_ids=ids,
+                            stop_reason=stop_reason_of(ev, req, state.engine.eos_ids), timings=timings_of(ev.stats))
         if req.stream_options and req.stream_options.include_usage:
             cached = stats0.cached_tokens if stats0 else 0
             usage = Usage.of(len(prompt.token_ids), sum(by_choice), cached, _reasoning_tokens(info, sum(t.count for t in thoughts)))

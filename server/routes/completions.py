@@ -114,7 +114,7 @@ def _whole_body(state, req: CompletionRequest, results, prompts, echoed) -> byte
             out.append(CompletionChoice(
                 index=p * req.n + c.index, text=echoed[p] + c.text,
                 finish_reason=c.finish_reason if c.finish_reason in ("stop", "length") else "stop",
-                stop_reason=stop_reason_of(c, req),
+                stop_reason=stop_reason_of(c, req, state.engine.eos_ids),
                 logprobs=_choice_logprobs(state, req, head, c.logprobs),
                 token_ids=c.token_ids if req.return_token_ids else None,
                 prompt_token_ids=prompts[p] if req.return_token_ids else None,
@@ -215,7 +215,7 @@ async def _stream(state, req: CompletionRequest, streams, prompts, echoed):
             # vLLM sends them.
             prompt_sent[g] = True
             choice = CompletionChoice(index=g, text=echoed[p] + ev.text if first else ev.text, finish_reason=reason,
-                                      stop_reason=stop_reason_of(ev, req) if reason else None,
+                                      stop_reason=stop_reason_of(ev, req, state.engine.eos_ids) if reason else None,
                                       logprobs=lp, token_ids=ev.token_ids if req.return_token_ids else None,
                                       prompt_token_ids=prompts[p] if first and req.return_token_ids else None)
             running = Usage.running(len(prompts[p]), by_choice[g]) if continuous else None

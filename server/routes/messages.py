@@ -145,11 +145,13 @@ def _stop(engine_reason: str | None, stop_string: str | None, writer: MessagesEv
     `max_tokens` was the context filling up."""
     if engine_reason == "length":
         return ("model_context_window_exceeded" if short_of_max else "max_tokens"), None
+    calls = writer.calls
+    # Finished calls are what the turn was for, even when a stop sequence then hit (in their markup, or
+    # after them); a call left unfinished is no call a client may run.
+    if calls and all(map(_is_object, calls)):
+        return "tool_use", None
     if stop_string is not None:
         return "stop_sequence", stop_string
-    calls = writer.calls
-    if calls and all(map(_is_object, calls)):  # a call left unfinished is no call a client may run
-        return "tool_use", None
     return "end_turn", None
 
 
