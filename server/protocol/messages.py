@@ -293,11 +293,26 @@ class MessagesBody(RequestBody):
                 if texts and texts[-1][1] != texts[-1][1].rstrip():
                     raise field_error(texts[-1][0], "a final assistant message (a prefill) must not end in "
                                       "whitespace")
-        if self.messages and self.messages[-1].role == "assistant" and self.output_config is not None \
-                and self.output_config.format is not None:
+        if self.has_prefill and self.output_config is not None and self.output_config.format is not None:
             raise field_error("output_config.format", "a JSON output format cannot go on from a prefill (a final "
                               "assistant message): its grammar holds the whole answer from the first character")
         return self
+
+    @property
+    def has_prefill(self) -> bool:
+        """The conversation ends in an assistant turn with words in it, which the answer goes on from. An empty
+        final assistant message (Anthropic allows one) is no prefill: the model answers a fresh turn."""
+        turns = self._turns_asked()
+        return bool(turns) and turns[-1][0] == "assistant"
+
+    def _turns_asked(self) -> list[tuple[str, int, list[tuple[str, Block]]]]:
+        """The turns the model reads: an empty final assistant turn (no text, no thought) is dropped."""
+        turns = _turns(self.messages)
+        if turns and turns[-1][0] == "assistant" and not any(
+                (isinstance(b, TextBlock) and b.text) or (isinstance(b, ThinkingBlock) and b.thinking)
+                for _, b in turns[-1][2]):
+            turns.pop()
+        return turns
 
     @property
     def thinking_omitted(self) -> bool:
@@ -316,7 +331,7 @@ class MessagesBody(RequestBody):
         if system:
             messages.append({"role": "system", "content": system})
         calls: list[str] = []  # the call ids of the last assistant turn, in the order it made them
-        for role, _, placed in _turns(self.messages):
+        for role, _, placed in self._turns_asked():
             blocks = [block for _, block in placed]
             if role == "assistant":
                 messages.append(_assistant(blocks))
@@ -332,7 +347,7 @@ class MessagesBody(RequestBody):
             if text or not results:
                 messages.append({"role": "user", "content": "".join(text)})
         body: dict[str, Any] = {"messages": messages}
-        if self.messages[-1].role == "assistant":
+        if self.has_prefill:
             # Anthropic's prefill: the answer goes on from the final assistant message's words (vLLM's
             # continue_final_message), and carries only what the model added.
             body["add_generation_prompt"], body["continue_final_message"] = False, True
