@@ -2,7 +2,11 @@
 
 Every failure a client can cause leaves the server as
 `{"error": {"message", "type", "param", "code"}}` with the right status --
-llama.cpp's and OpenAI's shape, which SDKs already parse. This module owns:
+llama.cpp's and OpenAI's shape, which SDKs already parse -- except on the
+routes of Anthropic's Messages API (`/v1/messages...`), whose clients read
+Anthropic's shape, `{"type": "error", "error": {"type", "message"}}`, with
+the field named in the message. `APIError.response(path)` picks the shape.
+This module owns:
 
 - `APIError` and its subclasses, raised anywhere in request handling;
 - `api_error_from_validation(errors)`, the ONE translation of pydantic
@@ -43,7 +47,8 @@ logger = logging.getLogger("anchorage.errors")
 
 
 class APIError(Exception):
-    """An error with an HTTP status and an OpenAI-shaped body."""
+    """An error with an HTTP status, answered in OpenAI's shape (`body`) or, on the Messages API's routes,
+    in Anthropic's (`anthropic_body`)."""
 
     def __init__(
         self,
@@ -80,9 +85,10 @@ class APIError(Exception):
         message = self.message
         if self.type == "exceed_context_size_error":
             # Anthropic's wording, which clients (coding agents among them) look for to compact and retry.
+            # It starts the message, so no field name goes before it.
             message = (f"prompt is too long: {self.extra['n_prompt_tokens']} tokens > {self.extra['n_ctx']} "
                        f"maximum ({message})")
-        if self.param and self.param not in message:
+        elif self.param and self.param not in message:
             message = f"{self.param}: {message}"
         kind = "request_too_large" if self.status == 413 else _ANTHROPIC_TYPES.get(self.type) or (
             "api_error" if self.status >= 500 else "invalid_request_error")
