@@ -254,6 +254,15 @@ def test_a_final_assistant_message_is_a_prefill_the_answer_goes_on_from(client, 
         model=model, messages=ASK).input_tokens
 
 
+def test_an_empty_final_assistant_message_is_no_prefill_and_the_model_answers_a_fresh_turn(client, model):
+    for empty in ("", []):
+        ends_empty = [*ASK, {"role": "assistant", "content": empty}]
+        assert client.messages.count_tokens(model=model, messages=ends_empty).input_tokens == \
+            client.messages.count_tokens(model=model, messages=ASK).input_tokens
+    message = client.messages.create(model=model, max_tokens=6, messages=[*ASK, {"role": "assistant", "content": ""}],
+                                     extra_body=GREEDY)
+    assert message.content and message.stop_reason in ("max_tokens", "end_turn", "tool_use")
+
 
 def test_chat_pipeline_errors_use_anthropics_words(server):
     r = httpx.post(f"{server.base_url}/v1/messages", json={"max_tokens": 4, "messages": ASK,
@@ -266,7 +275,7 @@ def test_a_prompt_over_the_context_is_refused_as_too_long_and_still_counted(clie
     long = [{"role": "user", "content": "word " * 3000}]
     with pytest.raises(anthropic.BadRequestError) as refused:
         client.messages.create(model=model, max_tokens=4, messages=long)
-    assert "prompt is too long" in str(refused.value)
+    assert refused.value.body["error"]["message"].startswith("prompt is too long: "), refused.value.body
     assert client.messages.count_tokens(model=model, messages=long).input_tokens > 512  # the test server's context
 
 
