@@ -29,9 +29,12 @@ Why it is shaped so:
   estimate tracks what is really alive, not the square of a long chain.
 - A streamed background turn keeps its events, so a client can resume its
   stream by id; they are charged to the turn's own bytes.
-- A turn is put when it starts (`in_progress`) and again as it ended; a
-  client's DELETE of a turn still running is remembered until its end
-  arrives, so the end does not bring it back.
+- A turn is put when it starts (`queued`), again when its first token
+  makes it `in_progress`, again every so many events of a background stream
+  (so a resuming reader sees them and the bytes are charged), and last as it
+  ended; each put replaces the one before. A client's DELETE of a turn
+  still running is remembered until its end arrives, so the end does not
+  bring it back.
 - It lives on the event loop (every call is from a route), so it takes no lock.
 
 Not for: building prompts from the items (server/protocol/responses.py) or the
@@ -108,7 +111,7 @@ class ResponsesStore:
             if entry.response.get("status") not in RUNNING:
                 self._deleted_running.discard(rid)  # the turn's last word: nothing more will come
             return
-        self._remove(rid)  # a turn's later word replaces its earlier (in_progress, then as it ended)
+        self._remove(rid)  # a turn's later word replaces its earlier (queued, in_progress, as it ended)
         self._entries[rid] = entry
         self._charge(entry, +1)
         # The newest entry is last and always stays.
