@@ -28,6 +28,7 @@ parsers do that).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from server.output.json_stream import DECODER, JsonScanner, canonical_json, canonical_piece
@@ -48,6 +49,15 @@ def decode_call_object(text: str, pos: int, args_keys: tuple[str, ...]) -> tuple
     if key is None or not isinstance(value[key], dict):
         return None
     return end, name, canonical_json(value[key])
+
+
+def arguments_complete(arguments: str) -> bool:
+    """A call's streamed argument text is all there: it parses as the object the arguments are (a call cut
+    by a stop or the token limit left it open)."""
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
 
 
 class CallObjectStream:

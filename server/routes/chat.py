@@ -11,7 +11,6 @@ the body iterator; `finally` tells the engine).
 
 from __future__ import annotations
 
-import json
 import time
 
 from fastapi import APIRouter, Request
@@ -36,6 +35,7 @@ from server.generation import (
     prompt_logprobs_of,
 )
 from server.output import ReasoningDelta, StreamingOutputParser, ToolCallDelta, delta_dict, parse_output
+from server.output.call_json import arguments_complete
 from server.protocol import (
     ChatCompletion,
     ChatCompletionChoice,
@@ -48,7 +48,7 @@ from server.protocol import (
     new_chat_id,
 )
 from server.prompt_size import refuse_surely_too_long
-from server.sse import DONE, event
+from server.sse import DONE, HEADERS, event
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
@@ -82,18 +82,10 @@ def _finish_reason(engine_reason: str | None, arguments: list[str], req: ChatCom
     # turn's calls' -- one left unfinished (cut by the client's stop, or ended by the model inside it with
     # no grammar holding it) is no call an agent may run: "stop", as vLLM answers when a call's JSON does
     # not parse.
-    if (engine_reason == "stop" and arguments and all(map(_is_json, arguments))
+    if (engine_reason == "stop" and arguments and all(map(arguments_complete, arguments))
             and not isinstance(req.tool_choice, NamedToolChoice)):
         return "tool_calls"
     return engine_reason if engine_reason in ("stop", "length") else "stop"
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 @router.post("/v1/chat/completions")
@@ -109,7 +101,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
         return StreamingResponse(
             streaming_body(state, stream, _stream(state, req, stream, prompt, tool_format)),
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers=HEADERS,
         )
     choices = await collect(stream, http_request, state.engine, req.n)
     out = []

@@ -39,7 +39,7 @@ from server.generation import (
 )
 from server.protocol import Completion, CompletionChoice, CompletionChunk, CompletionRequest, Usage, new_completion_id
 from server.prompt_size import refuse_surely_too_long
-from server.sse import DONE, event
+from server.sse import DONE, HEADERS, event
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
@@ -89,7 +89,7 @@ async def completions(req: CompletionRequest, http_request: Request):
         for stream in streams:
             body = streaming_body(state, stream, body)
         return StreamingResponse(body, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                                 headers=HEADERS)
     try:
         # The prompts decode together in the engine; their results are read one after the other.
         results = [await collect(stream, http_request, state.engine, req.n) for stream in streams]

@@ -23,36 +23,26 @@ first event is an `error` event. Errors before it are Anthropic-shaped
 
 from __future__ import annotations
 
-import json
 import re
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
 
+from server import sse
 from server.chat_prompt import render_chat
 from server.engine_params import refuse_invalid_tool_parameters
-from server.errors import APIError, InvalidRequestError, field_path
+from server.errors import APIError
 from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
 from server.output import ContentDelta, StreamingOutputParser
+from server.output.call_json import arguments_complete
 from server.output.messages_events import MessagesEventWriter, new_id
 from server.protocol import ChatCompletionRequest, NamedToolChoice
 from server.protocol.messages import CountTokensRequest, MessagesBody, MessagesRequest, messages_param
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
+from server.routes.spelled_chat import chat_request, in_client_words, read_whole
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
-
-
-def _chat_request(req: MessagesBody) -> ChatCompletionRequest:
-    """The chat request `req` spells; what chat refuses is reported on the Messages field it came from."""
-    try:
-        return ChatCompletionRequest.model_validate(req.to_chat_body())
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = (err.get("ctx") or {}).get("field")
-        path = field_path(("body", *err["loc"], *(str(field).split(".") if field else ())))
-        raise InvalidRequestError(_in_our_words(err["msg"]), param=messages_param(path)) from None
 
 
 async def _prepared(req: MessagesBody, http_request: Request, prepare=_prepare):
@@ -61,16 +51,11 @@ async def _prepared(req: MessagesBody, http_request: Request, prepare=_prepare):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
-    chat = _chat_request(req)
+    chat = chat_request(req.to_chat_body(), messages_param, _in_our_words)
     try:
         return state, chat, await off_loop(prepare, chat, state, text_size=await body_size(http_request))
     except APIError as exc:
-        theirs = messages_param(exc.param)
-        if exc.param and theirs != exc.param:
-            exc.message = exc.message.replace(exc.param, theirs)
-        exc.message = _in_our_words(exc.message)
-        exc.param = theirs
-        raise
+        raise in_client_words(exc, messages_param, _in_our_words)
 
 
 _REQUIRED = re.compile(r"tool_choice '?required'?")
@@ -99,13 +84,11 @@ async def messages(req: MessagesRequest, http_request: Request):
     if req.stream:
         body = _events(state, req, chat, stream, prompt, tool_format)
         return StreamingResponse(streaming_body(state, stream, body), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                                 headers=sse.HEADERS)
     [choice] = await collect(stream, http_request, state.engine, 1)
     writer = MessagesEventWriter(req.thinking_omitted)
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
-    # Fed piece by piece, as the stream is: a call it would have announced and the model then broke stays one.
-    read = [delta for piece in choice.pieces or [choice.text] for delta in parser.feed(piece)] + parser.finish()
-    for delta in _read(chat, read):
+    for delta in _read(chat, read_whole(parser, choice)):
         writer.feed(delta)
     writer.finish()
     message = _envelope(state, new_id("msg"), writer.content())
@@ -148,18 +131,11 @@ def _stop(engine_reason: str | None, stop_string: str | None, writer: MessagesEv
     calls = writer.calls
     # Finished calls are what the turn was for, even when a stop sequence then hit (in their markup, or
     # after them); a call left unfinished is no call a client may run.
-    if calls and all(map(_is_object, calls)):
+    if calls and all(map(arguments_complete, calls)):
         return "tool_use", None
     if stop_string is not None:
         return "stop_sequence", stop_string
     return "end_turn", None
-
-
-def _is_object(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except ValueError:
-        return False
 
 
 async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stream, prompt, tool_format):
@@ -170,7 +146,7 @@ async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stre
     try:
         start = _envelope(state, new_id("msg"), [])
         start["usage"] = _usage(len(prompt.token_ids), 0, 0)  # the cache's share comes with message_delta
-        yield _sse({"type": "message_start", "message": start})
+        yield sse.named_event({"type": "message_start", "message": start})
         async for ev in stream:
             raise_if_failed(ev)
             produced += len(ev.token_ids)
@@ -178,20 +154,17 @@ async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stre
             if ev.finish_reason is not None:
                 deltas += parser.finish()
             for event in (e for d in _read(chat, deltas) for e in writer.feed(d)):
-                yield _sse(event)
+                yield sse.named_event(event)
             if ev.finish_reason is not None:
                 for event in writer.finish():
-                    yield _sse(event)
+                    yield sse.named_event(event)
                 reason, sequence = _stop(ev.finish_reason, ev.stop_string, writer, produced < req.max_tokens)
                 cached = ev.stats.cached_tokens if ev.stats else 0
-                yield _sse({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                yield sse.named_event({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
                             "usage": _usage(len(prompt.token_ids), cached, produced)})
-                yield _sse({"type": "message_stop"})
+                yield sse.named_event({"type": "message_stop"})
     except APIError as exc:  # headers are gone: the error goes in-band, as Anthropic's `error` event
-        yield _sse(exc.anthropic_body())
+        yield sse.named_event(exc.anthropic_body())
     finally:
         state.engine.abort(stream.request_id)  # a no-op once finished; frees the pages of a client that left
 
-
-def _sse(payload: dict) -> str:
-    return f"event: {payload['type']}\ndata: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n\n"
