@@ -20,7 +20,7 @@ import pytest
 from engine_samplers import SlowSampler, swapped
 from live_server import live_server
 from server.responses_replay import EventLog
-from server.routes.responses import RECHARGE_EVERY
+from server.routes.responses_background import RECHARGE_EVERY
 
 LONG = 1500  # greedy on this checkpoint and prompt, the turn runs until the context is full (test_api_responses_store)
 
@@ -155,9 +155,9 @@ def test_cancelling_a_streamed_background_turn_ends_every_reader_with_the_cancel
 
 
 def test_the_sdk_resumes_a_stream_by_id(client, model):
-    events = iter(client.responses.create(model=model, input="Write at length.", max_output_tokens=20,
-                                          temperature=0, background=True, stream=True))
-    created = next(events)
+    with client.responses.create(model=model, input="Write at length.", max_output_tokens=20, temperature=0,
+                                 background=True, stream=True) as events:
+        created = next(iter(events))
     rest = list(client.responses.retrieve(created.response.id, stream=True, starting_after=created.sequence_number))
     assert rest[0].sequence_number == created.sequence_number + 1 and rest[-1].type == "response.incomplete"
 
@@ -193,6 +193,7 @@ def test_a_kept_stream_is_charged_to_the_store(server, client, model):
 def test_a_running_turns_log_is_charged_to_the_store_as_it_grows(server):
     with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
         http, stream, lines = _open(server, max_output_tokens=400)
+        rid = None
         try:
             seen = []
             for event in _events(lines):
@@ -206,8 +207,41 @@ def test_a_running_turns_log_is_charged_to_the_store_as_it_grows(server):
         finally:
             stream.__exit__(None, None, None)
             http.close()
-            client_ = openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0)
-            client_.responses.cancel(rid)
+            if rid is not None:
+                openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0).responses.cancel(rid)
+
+
+def test_a_turn_the_server_stops_ends_its_log_as_it_is_stored_cancelled(server):
+    with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
+        http, stream, lines = _open(server, max_output_tokens=400)
+        try:
+            seen = []
+            for event in _events(lines):
+                seen.append(event)
+                if event["type"].endswith(".delta"):
+                    break
+            rid = seen[0]["response"]["id"]
+            task = server.state.background[rid].task
+            task.get_loop().call_soon_threadsafe(task.cancel)  # as the loop closing at shutdown does
+            rest = list(_events(lines))
+        finally:
+            stream.__exit__(None, None, None)
+            http.close()
+    stored = httpx.get(f"{server.v1}/responses/{rid}", timeout=30).json()
+    assert rest[-1]["type"] == "response.cancelled" and rest[-1]["response"] == stored
+    assert stored["status"] == "cancelled"
+    log = _resume(server, rid)
+    assert [e["sequence_number"] for e in log] == list(range(len(log))) and log[-1] == rest[-1]
+
+
+def test_resuming_past_the_last_event_of_an_ended_stream_is_a_400_naming_starting_after(server, client, model):
+    events = list(client.responses.create(model=model, input="Hi.", max_output_tokens=2, background=True,
+                                          stream=True))
+    rid, last = events[0].response.id, events[-1].sequence_number
+    assert _resume(server, rid, starting_after=last - 1)[0]["sequence_number"] == last  # ends once the log is closed
+    assert _resume(server, rid, starting_after=last) == []  # after the last event: nothing more
+    r = httpx.get(f"{server.v1}/responses/{rid}", params={"stream": "true", "starting_after": last + 1}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "starting_after", r.text
 
 
 def test_a_fault_mid_stream_ends_the_log_with_an_error_numbered_where_it_lands(server, monkeypatch):
