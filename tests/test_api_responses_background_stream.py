@@ -56,6 +56,16 @@ def _open(server, **body):
     return client, stream, response.iter_lines()
 
 
+def _until_first_delta(lines) -> list[dict]:
+    """The events of `lines` up to the first text delta, read as they come (the turn is running then)."""
+    seen = []
+    for event in _events(lines):
+        seen.append(event)
+        if event["type"].endswith(".delta"):
+            return seen
+    return seen
+
+
 def _resume(server, rid: str, **params) -> list[dict]:
     r = httpx.get(f"{server.v1}/responses/{rid}", params={"stream": "true", **params}, timeout=120)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.text
@@ -138,11 +148,7 @@ def test_cancelling_a_streamed_background_turn_ends_every_reader_with_the_cancel
     with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
         http, stream, lines = _open(server, max_output_tokens=LONG)
         try:
-            seen = []
-            for event in _events(lines):
-                seen.append(event)
-                if event["type"].endswith(".delta"):
-                    break
+            seen = _until_first_delta(lines)
             rid = seen[0]["response"]["id"]
             assert client.responses.cancel(rid).status == "cancelled"
             rest = list(_events(lines))  # the connection that asked, read on to its end
@@ -215,11 +221,7 @@ def test_a_turn_the_server_stops_ends_its_log_as_it_is_stored_cancelled(server):
     with swapped(server.state.engine, lambda real: SlowSampler(real, delay=0.005)):
         http, stream, lines = _open(server, max_output_tokens=400)
         try:
-            seen = []
-            for event in _events(lines):
-                seen.append(event)
-                if event["type"].endswith(".delta"):
-                    break
+            seen = _until_first_delta(lines)
             rid = seen[0]["response"]["id"]
             task = server.state.background[rid].task
             task.get_loop().call_soon_threadsafe(task.cancel)  # as the loop closing at shutdown does
