@@ -293,7 +293,7 @@ class MessagesBody(RequestBody):
                 if texts and texts[-1][1] != texts[-1][1].rstrip():
                     raise field_error(texts[-1][0], "a final assistant message (a prefill) must not end in "
                                       "whitespace")
-        if self.has_prefill and self.output_config is not None and self.output_config.format is not None:
+        if self.output_config is not None and self.output_config.format is not None and self.has_prefill:
             raise field_error("output_config.format", "a JSON output format cannot go on from a prefill (a final "
                               "assistant message): its grammar holds the whole answer from the first character")
         return self
@@ -302,8 +302,7 @@ class MessagesBody(RequestBody):
     def has_prefill(self) -> bool:
         """The conversation ends in an assistant turn with words in it, which the answer goes on from. An empty
         final assistant message (Anthropic allows one) is no prefill: the model answers a fresh turn."""
-        turns = self._turns_asked()
-        return bool(turns) and turns[-1][0] == "assistant"
+        return _ends_in_assistant(self._turns_asked())
 
     def _turns_asked(self) -> list[tuple[str, int, list[tuple[str, Block]]]]:
         """The turns the model reads: an empty final assistant turn (no text, no thought) is dropped."""
@@ -331,7 +330,8 @@ class MessagesBody(RequestBody):
         if system:
             messages.append({"role": "system", "content": system})
         calls: list[str] = []  # the call ids of the last assistant turn, in the order it made them
-        for role, _, placed in self._turns_asked():
+        turns = self._turns_asked()
+        for role, _, placed in turns:
             blocks = [block for _, block in placed]
             if role == "assistant":
                 messages.append(_assistant(blocks))
@@ -347,7 +347,7 @@ class MessagesBody(RequestBody):
             if text or not results:
                 messages.append({"role": "user", "content": "".join(text)})
         body: dict[str, Any] = {"messages": messages}
-        if self.has_prefill:
+        if _ends_in_assistant(turns):
             # Anthropic's prefill: the answer goes on from the final assistant message's words (vLLM's
             # continue_final_message), and carries only what the model added.
             body["add_generation_prompt"], body["continue_final_message"] = False, True
@@ -400,6 +400,10 @@ def _turns(messages: list[Message]) -> list[tuple[str, int, list[tuple[str, Bloc
         else:
             turns.append((message.role, i, placed))
     return turns
+
+
+def _ends_in_assistant(turns: list[tuple[str, int, list[tuple[str, Block]]]]) -> bool:
+    return bool(turns) and turns[-1][0] == "assistant"
 
 
 def _assistant(blocks: list[Block]) -> dict[str, Any]:

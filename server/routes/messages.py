@@ -160,8 +160,9 @@ async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stre
                     yield sse.named_event(event)
                 reason, sequence = _stop(ev.finish_reason, ev.stop_string, writer, produced < req.max_tokens)
                 cached = ev.stats.cached_tokens if ev.stats else 0
-                yield sse.named_event({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                            "usage": _usage(len(prompt.token_ids), cached, produced)})
+                yield sse.named_event({"type": "message_delta",
+                                       "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                                       "usage": _usage(len(prompt.token_ids), cached, produced)})
                 yield sse.named_event({"type": "message_stop"})
     except APIError as exc:  # headers are gone: the error goes in-band, as Anthropic's `error` event
         yield sse.named_event(exc.anthropic_body())
