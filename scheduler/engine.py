@@ -308,11 +308,17 @@ class Engine:
             reason = "length"
         self.scheduler.on_sampled(seq, token, reason is not None)
         if reason is None:
-            live.stream.put(StreamEvent(seq.index, text, [token], lp, prompt_logprobs=live.take_prompt_logprobs()))
+            live.stream.put(StreamEvent(seq.index, text, [token], lp, prompt_logprobs=live.take_prompt_logprobs(),
+                                        cached_tokens=self._cached_once(seq)))
             return
         if reason == "length" or (reason == "stop" and terminal):
             text += live.stops.feed(live.detok.flush())[0] + live.stops.flush()
         self._finish(seq, reason, lp, text=text, token=token, stop_token=token if terminal else None)
+
+    @staticmethod
+    def _cached_once(seq: Sequence) -> int | None:
+        """The prompt tokens the cache held, on a choice's first generated token only."""
+        return max(0, seq.num_cached_prompt) if len(seq.output_ids) == 1 else None
 
     def _finish(self, seq: Sequence, reason: str, lp, text: str = "", token: int | None = None,
                 stop_token: int | None = None) -> None:

@@ -46,6 +46,9 @@ class StreamEvent:
     # first event of a choice that asked for them, else None.
     prompt_logprobs: list[TokenLogprob] | None = None
     stop_string: str | None = None  # on the final event: the client's stop string that ended the choice, if one did
+    # On a choice's first event: the prompt tokens the prefix cache held at its first admission (the count
+    # never changes after it, and `stats` repeats it), so a stream's opening can already split its prompt.
+    cached_tokens: int | None = None
 
 
 _DONE = object()

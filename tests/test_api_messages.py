@@ -233,12 +233,15 @@ def test_a_thought_asked_omitted_comes_as_a_block_without_its_text(client, model
     assert [b.thinking for b in omitted.content if b.type == "thinking"] == [""]
 
 
-def test_a_stream_reports_the_prefix_cache_in_its_final_usage(client, model):
+def test_a_stream_splits_its_prompt_by_the_prefix_cache_from_message_start_to_its_final_usage(client, model):
     ask = dict(model=model, max_tokens=4, messages=ASK, extra_body=GREEDY)
     client.messages.create(**ask)
     with client.messages.stream(**ask) as stream:
+        opening = next(e for e in stream if e.type == "message_start").message.usage
         final = stream.get_final_message()
     assert final.usage.cache_read_input_tokens > 0 and final.usage.output_tokens == 4
+    assert (opening.input_tokens, opening.cache_read_input_tokens, opening.output_tokens) == (
+        final.usage.input_tokens, final.usage.cache_read_input_tokens, 0)
     assert final.usage.input_tokens + final.usage.cache_read_input_tokens == client.messages.count_tokens(
         model=model, messages=ASK).input_tokens
 

@@ -15,8 +15,9 @@ the client's stop sequences ended it, else `end_turn`. Usage is Anthropic's:
 `input_tokens` are the prompt tokens the prefix cache did not hold, and
 `cache_read_input_tokens` those it did (this server caches every prefix by
 itself; nothing is ever "created" by a request's cache hint). A stream sends
-`message_start`, the blocks' events, `message_delta` (stop reason and final
-usage) and `message_stop`, each on a named `event:` line; a failure after the
+`message_start` (held for the first token, so its usage already splits the
+prompt by the cache), the blocks' events, `message_delta` (stop reason and
+final usage) and `message_stop`, each on a named `event:` line; a failure after the
 first event is an `error` event. Errors before it are Anthropic-shaped
 (server/errors.py renders them so on these paths).
 """
@@ -142,13 +143,16 @@ async def _events(state, req: MessagesRequest, chat: ChatCompletionRequest, stre
     """The event stream of one turn: message_start, each block's events, message_delta, message_stop."""
     writer = MessagesEventWriter(req.thinking_omitted)
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
-    produced = 0
+    produced, started = 0, False
     try:
-        start = _envelope(state, new_id("msg"), [])
-        start["usage"] = _usage(len(prompt.token_ids), 0, 0)  # the cache's share comes with message_delta
-        yield sse.named_event({"type": "message_start", "message": start})
         async for ev in stream:
             raise_if_failed(ev)
+            if not started:  # opened on the first token, when the prefix cache's share of the prompt is known
+                cached = ev.stats.cached_tokens if ev.stats else (ev.cached_tokens or 0)
+                start = _envelope(state, new_id("msg"), [])
+                start["usage"] = _usage(len(prompt.token_ids), cached, 0)
+                yield sse.named_event({"type": "message_start", "message": start})
+                started = True
             produced += len(ev.token_ids)
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:
