@@ -34,10 +34,14 @@ class Turn:
         # This turn's input items get ids derived from the response's (unique, and recognisable in listings).
         self.inputs = [item_record(item, new_record_id(item, f"{token}{i:03d}")) for i, item in enumerate(own)]
         self.context = context
-        self.done = False
         self.writer = ResponsesEventWriter()  # its output items, as far as they got
         self.latest: dict | None = None  # the response object as last stored (or as it would have been)
         self.log: EventLog | None = None  # a streamed background turn's events, for readers resuming its stream
+
+    @property
+    def done(self) -> bool:
+        """The turn has ended: its last response object carries a final status."""
+        return self.latest is not None and self.latest["status"] not in RUNNING
 
     def envelope(self, status: str, output: list[dict], usage) -> dict:
         return envelope(self.req, self.state.info, self.rid, self.created, status, output, usage, self.stored)
@@ -51,7 +55,6 @@ class Turn:
     def finished(self, status: str, output: list[dict], usage, error: dict | None = None) -> dict:
         response = self.latest = self.envelope(status, output, usage)
         response["error"] = error
-        self.done = True
         self._store(response, output)
         return response
 
