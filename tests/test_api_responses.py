@@ -138,6 +138,12 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
     ({"input": [{"type": "function_call_output", "call_id": "", "output": "1"}]}, "input.0.call_id"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0.type"),
     ({"input": []}, "input"),
+    # OpenAI's fields this server checks and then leaves unused keep their types:
+    ({"input": "hi", "top_logprobs": 21}, "top_logprobs"),
+    ({"input": "hi", "truncation": "sometimes"}, "truncation"),
+    ({"input": "hi", "include": "reasoning.encrypted_content"}, "include"),
+    ({"input": "hi", "service_tier": "fast"}, "service_tier"),
+    ({"input": "hi", "user": 7}, "user"),
     # Found by the chat pipeline the turn becomes, named as the client wrote it:
     ({"input": "hi", "tool_choice": "required"}, "tool_choice"),
     ({"input": "word " * 600}, "input"),
@@ -150,6 +156,14 @@ def test_what_this_server_does_not_do_is_a_400_naming_the_field(server, body, pa
     r = httpx.post(server.v1 + "/responses", json=body, timeout=60)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param, r.json()
+
+
+def test_openais_identifiers_and_hints_are_accepted_and_change_no_answer(client, model):
+    ask = dict(model=model, input="What is the weather in Lima?", max_output_tokens=8, temperature=0)
+    hinted = client.responses.create(**ask, user="u7", safety_identifier="u7", prompt_cache_key="agent-7",
+                                     service_tier="auto", include=["reasoning.encrypted_content"],
+                                     truncation="disabled", top_logprobs=0)
+    assert hinted.output_text == client.responses.create(**ask).output_text
 
 
 def test_a_streamed_turn_sends_each_item_added_filled_and_done_and_ends_as_the_whole_one(client, model):

@@ -173,12 +173,6 @@ class ReasoningOptions(WireModel):
 
 
 class ResponsesRequest(RequestBody):
-    # Accepted and dropped: `include` asks for parts this server does not produce (encrypted reasoning,
-    # search results).
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"user", "include",
-                                                          "service_tier", "safety_identifier", "prompt_cache_key",
-                                                          "truncation", "top_logprobs"})
-
     model: str | None = None
     input: str | list[InputItem]
     instructions: str | None = None
@@ -199,6 +193,17 @@ class ResponsesRequest(RequestBody):
     # Answer at once (`queued`) and run on; the client polls GET /v1/responses/{id}, or cancels.
     background: bool = False
     metadata: dict[str, str] | None = None  # stored and echoed, as OpenAI does
+    # Checked as OpenAI types them, then unused: a client's mistake in them is still a 400 naming the field.
+    # Identifiers and routing hints change no answer on one server whose prefix cache needs no key;
+    # `include` asks for parts this server does not produce (encrypted reasoning, search results, logprobs);
+    # `truncation` "auto" would drop the oldest input to fit, where this server answers a 400 instead.
+    user: str | None = None
+    safety_identifier: Annotated[str, Field(max_length=64)] | None = None
+    prompt_cache_key: str | None = None
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
+    include: list[str] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
 
     @field_validator("input", mode="before")
     @classmethod
