@@ -68,6 +68,9 @@ class ChoiceResult:
     # The text as its events brought it: a whole answer is read from these, as its stream reads them, so
     # the two agree even where a stream cannot take back what it sent (a call announced, then broken).
     pieces: list[str] = field(default_factory=list)
+    # (text, its tokens' logprob entries) per event that brought either, empty pieces included: what a
+    # reader that pairs text with the tokens that wrote it (server/output/text_logprobs.py) needs.
+    written: list[tuple[str, list]] = field(default_factory=list)
 
     def add(self, ev: StreamEvent) -> None:
         if ev.prompt_logprobs is not None:
@@ -75,6 +78,8 @@ class ChoiceResult:
         self.text += ev.text
         if ev.text:
             self.pieces.append(ev.text)
+        if ev.text or ev.logprobs:
+            self.written.append((ev.text, ev.logprobs))
         self.token_ids.extend(ev.token_ids)
         self.logprobs.extend(ev.logprobs)
         if ev.finish_reason is not None:

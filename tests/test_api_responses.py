@@ -292,3 +292,42 @@ def test_a_wrong_method_on_a_stored_response_lists_both_methods_it_takes(server)
     assert r.status_code == 405
     assert r.headers["allow"] == "DELETE, GET"
     assert r.json()["error"]["message"].endswith("(allowed: DELETE, GET)")
+
+
+def _text_part(response):
+    [message] = [item for item in response.output if item.type == "message"]
+    return message.content[0]
+
+
+def test_output_text_logprobs_are_those_of_the_tokens_that_wrote_the_text_not_of_the_thought(client, model, server):
+    ask = dict(input="Say something.", max_output_tokens=24, temperature=0, extra_body={"reasoning_budget_tokens": 4})
+    r = client.responses.create(model=model, **ask, include=["message.output_text.logprobs"], top_logprobs=2)
+    part = _text_part(r)
+    assert part.text and "".join(lp.token for lp in part.logprobs) == part.text
+    assert all(len(lp.top_logprobs) == 2 and lp.top_logprobs[0].logprob >= lp.logprob for lp in part.logprobs)
+    assert len(part.logprobs) < r.usage.output_tokens  # the thought's tokens and its closer are not the text's
+    chat = httpx.post(server.v1 + "/chat/completions", timeout=120, json={
+        "model": model, "messages": [{"role": "user", "content": "Say something."}], "max_completion_tokens": 24,
+        "temperature": 0, "reasoning_budget_tokens": 4, "logprobs": True, "top_logprobs": 2}).json()
+    every = [(e["token"], e["logprob"]) for e in chat["choices"][0]["logprobs"]["content"]]
+    mine = [(lp.token, lp.logprob) for lp in part.logprobs]
+    assert any(every[i:i + len(mine)] == mine for i in range(len(every)))  # one run of the turn's tokens
+    assert _text_part(client.responses.create(model=model, **ask)).logprobs == []  # only when asked
+
+
+def test_a_streamed_text_sends_its_logprobs_with_its_deltas_and_ends_with_them_whole(client, model):
+    ask = dict(model=model, input="Say something.", max_output_tokens=24, temperature=0, top_logprobs=1,
+               include=["message.output_text.logprobs"], extra_body={"reasoning_budget_tokens": 4})
+    whole = _text_part(client.responses.create(**ask))
+    streamed, done, final = [], None, None
+    with client.responses.stream(**ask) as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                streamed += event.logprobs
+            elif event.type == "response.output_text.done":
+                done = event.logprobs
+            elif event.type in ("response.completed", "response.incomplete"):  # (24 tokens may cut the text)
+                final = _text_part(event.response)
+    dumped = [lp.model_dump() for lp in whole.logprobs]
+    assert [lp.model_dump() for lp in streamed] == [lp.model_dump() for lp in done] == dumped
+    assert [lp.model_dump() for lp in final.logprobs] == dumped

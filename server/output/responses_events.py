@@ -45,12 +45,12 @@ class ResponsesEventWriter:
         return out
 
     # -- deltas --------------------------------------------------------------------------
-    def feed(self, delta) -> list[dict[str, Any]]:
-        """Events for one parser delta."""
+    def feed(self, delta, logprobs: list[dict] = ()) -> list[dict[str, Any]]:
+        """Events for one parser delta; `logprobs`, of a content delta, are its text's tokens' (when asked)."""
         if isinstance(delta, ReasoningDelta):
             return self._text("reasoning", delta.text)
         if isinstance(delta, ContentDelta):
-            return self._text("message", delta.text)
+            return self._text("message", delta.text, list(logprobs))
         assert isinstance(delta, ToolCallDelta)
         out: list[dict[str, Any]] = []
         if delta.id is not None or self._call_index != delta.index:
@@ -80,7 +80,7 @@ class ResponsesEventWriter:
         return [*self.items, item]
 
     # -- items -----------------------------------------------------------------------------
-    def _text(self, kind: str, text: str) -> list[dict[str, Any]]:
+    def _text(self, kind: str, text: str, logprobs: list[dict] = ()) -> list[dict[str, Any]]:
         if not text:
             return []
         out: list[dict[str, Any]] = []
@@ -100,7 +100,9 @@ class ResponsesEventWriter:
         part = self._open["content"][0]
         part["text"] += text
         kind_event = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
-        extra = {} if kind == "reasoning" else {"logprobs": []}
+        extra = {} if kind == "reasoning" else {"logprobs": list(logprobs)}
+        if kind == "message":
+            part["logprobs"] = [*part["logprobs"], *logprobs]  # a new list: events already sent keep theirs
         out.append(self.event(kind_event, item_id=self._open["id"], output_index=len(self.items), content_index=0,
                               delta=text, **extra))
         return out
@@ -128,7 +130,7 @@ class ResponsesEventWriter:
             else:
                 item["status"] = status
                 out.append(self.event("response.output_text.done", item_id=item["id"], output_index=index,
-                                      content_index=0, text=part["text"], logprobs=[]))
+                                      content_index=0, text=part["text"], logprobs=part["logprobs"]))
             out.append(self.event("response.content_part.done", item_id=item["id"], output_index=index,
                                   content_index=0, part=dict(part)))
         out.append(self.event("response.output_item.done", output_index=index, item=_copy(item)))

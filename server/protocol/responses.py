@@ -172,6 +172,9 @@ class ReasoningOptions(WireModel):
     generate_summary: str | None = None
 
 
+OUTPUT_TEXT_LOGPROBS = "message.output_text.logprobs"
+
+
 class ResponsesRequest(RequestBody):
     model: str | None = None
     input: str | list[InputItem]
@@ -193,17 +196,19 @@ class ResponsesRequest(RequestBody):
     # Answer at once (`queued`) and run on; the client polls GET /v1/responses/{id}, or cancels.
     background: bool = False
     metadata: dict[str, str] | None = None  # stored and echoed, as OpenAI does
+    # `include`: OUTPUT_TEXT_LOGPROBS gives each output_text its tokens' logprobs, with `top_logprobs`
+    # alternatives each; the other parts it may name this server does not produce (encrypted reasoning,
+    # search results), so they are checked as OpenAI types them and dropped.
+    include: list[str] | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     # Checked as OpenAI types them, then unused: a client's mistake in them is still a 400 naming the field.
     # Identifiers and routing hints change no answer on one server whose prefix cache needs no key;
-    # `include` asks for parts this server does not produce (encrypted reasoning, search results, logprobs);
     # `truncation` "auto" would drop the oldest input to fit, where this server answers a 400 instead.
     user: str | None = None
     safety_identifier: Annotated[str, Field(max_length=64)] | None = None
     prompt_cache_key: str | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
-    include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
 
     @field_validator("input", mode="before")
     @classmethod
@@ -264,6 +269,11 @@ class ResponsesRequest(RequestBody):
             raise field_error("conversation", "conversation objects are not kept on this server: name the last "
                               "turn with previous_response_id, or send the conversation so far as input items")
         return self
+
+    @property
+    def text_logprobs(self) -> bool:
+        """The output text's tokens' logprobs are asked for (with `top_logprobs` alternatives each)."""
+        return OUTPUT_TEXT_LOGPROBS in (self.include or ())
 
     def items(self) -> list[InputItem]:
         """This turn's own input as items (text input is one user message)."""
@@ -329,6 +339,8 @@ class ResponsesRequest(RequestBody):
                 "name": fmt.name or "response", "schema": fmt.schema_ or {}, "strict": fmt.strict}}
         elif fmt is not None and fmt.type == "json_object":
             body["response_format"] = {"type": "json_object"}
+        if self.text_logprobs:
+            body["logprobs"], body["top_logprobs"] = True, self.top_logprobs or 0
         for ours, theirs in (("parallel_tool_calls", "parallel_tool_calls"), ("max_output_tokens", "max_completion_tokens"),
                              ("temperature", "temperature"), ("top_p", "top_p"),
                              ("reasoning_budget_tokens", "reasoning_budget_tokens"), ("model", "model")):

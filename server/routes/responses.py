@@ -6,7 +6,9 @@ generation's reading (reasoning, content, calls, in the order written)
 becomes output items: a `reasoning` item (the thought as `reasoning_text`,
 summary empty), a `message` with one `output_text`, one `function_call` per
 call -- the whole answer built by the stream's own parser and item writer, so
-the two agree item for item. A generation cut by `max_output_tokens` answers `status: "incomplete"`
+the two agree item for item. Asked to `include` the output text's logprobs, each
+text delta carries those of the tokens that wrote it (server/output/text_logprobs.py
+pairs them). A generation cut by `max_output_tokens` answers `status: "incomplete"`
 with `incomplete_details.reason`. A finished turn is stored unless `store` is
 false (server/responses_store.py): `GET /v1/responses/{id}` answers it,
 `.../input_items` lists the items its prompt was built from, `DELETE` drops it,
@@ -32,17 +34,18 @@ from fastapi.responses import StreamingResponse
 
 from server import sse
 from server.errors import APIError, InvalidRequestError, NotFoundError
-from server.generation import (body_size, check_model, collect, raise_if_failed, streaming_body, submit,
-                               thought_token_count)
+from server.generation import (body_size, chat_logprobs, check_model, collect, raise_if_failed, streaming_body,
+                               submit, thought_token_count)
 from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
+from server.output.text_logprobs import TextLogprobs
 from server.protocol.responses import ResponsesRequest, item_from_record
 from server.responses_replay import EventLog
 from server.responses_store import RUNNING, StoredResponse, approximate_size
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
 from server.routes.responses_background import check_background, start_background, start_background_stream
 from server.routes.responses_turn import Turn
-from server.routes.spelled_chat import chat_request, in_client_words, read_whole
+from server.routes.spelled_chat import chat_request, in_client_words
 from server.tokenizer_thread import off_loop
 
 router = APIRouter()
@@ -125,8 +128,10 @@ async def _whole(state, req: ResponsesRequest, http_request: Request, stream, pr
     # item for item (order, text, statuses), as a client switching between them expects.
     writer = turn.writer
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
-    for delta in one_call_only(req, read_whole(parser, choice)):
-        writer.feed(delta)
+    texts = TextLogprobs() if req.text_logprobs else None
+    for piece, entries in choice.written:
+        _write(state, req, writer, texts, parser.feed(piece), piece, entries)
+    _write(state, req, writer, texts, parser.finish())
     writer.incomplete = choice.finish_reason == "length"  # the item open at the cut, and the turn
     writer.finish()
     usage = _usage(state, prompt, choice.token_ids, choice.stats, writer, tool_format)
@@ -257,6 +262,7 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
     A background turn (`queued`) is created `queued`, says so, and is in progress from its first token on."""
     writer = turn.writer
     parser = StreamingOutputParser(_parsed_reasoning(state.info), tool_format, prompt.reasoning_open)
+    texts = TextLogprobs() if req.text_logprobs else None
     token_ids: list[int] = []
     try:
         snapshot = turn.begin("queued" if queued else "in_progress")
@@ -271,9 +277,8 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:
                 deltas += parser.finish()
-            for d in one_call_only(req, deltas):
-                for out in writer.feed(d):
-                    yield sse.named_event(out)
+            for out in _write(state, req, writer, texts, deltas, ev.text, ev.logprobs):
+                yield sse.named_event(out)
             if ev.finish_reason is not None:
                 writer.incomplete = ev.finish_reason == "length"  # the item open at the cut, and the turn
                 for out in writer.finish():
@@ -292,6 +297,20 @@ async def _events(state, req: ResponsesRequest, stream, prompt, tool_format, tur
     finally:
         turn.abandoned(None)  # a no-op once finished or failed: otherwise the client left mid-stream
         state.engine.abort(stream.request_id)  # a no-op once finished; frees the pages of a client that left
+
+
+def _write(state, req: ResponsesRequest, writer: ResponsesEventWriter, texts: TextLogprobs | None, deltas: list,
+           piece: str = "", entries: list = ()) -> list[dict]:
+    """The events of the deltas the parser made of `piece` (written by the tokens of `entries`); with
+    `texts`, each text delta carries its own tokens' logprobs."""
+    deltas = one_call_only(req, deltas)
+    shares = texts.feed(piece, list(entries), deltas) if texts is not None else [[] for _ in deltas]
+    return [out for d, mine in zip(deltas, shares) for out in writer.feed(d, _logprobs(state, mine))]
+
+
+def _logprobs(state, entries: list) -> list[dict]:
+    """Token logprob entries as the Responses API's (chat's): token, logprob, bytes, top_logprobs."""
+    return (chat_logprobs(state, entries) or {"content": []})["content"]
 
 
 def _status(writer: ResponsesEventWriter, finish_reason: str | None) -> str:
