@@ -85,24 +85,37 @@ def test_output_items_sent_back_with_the_result_make_a_next_turn_that_reuses_the
     assert second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens // 16 * 16
 
 
-def test_the_demo_models_thought_and_call_sent_back_as_items_are_reused_by_the_next_turn():
+def _as_codex_sends_it(item: dict) -> dict:
+    """An output item as Codex sends it back: a reasoning item without its reasoning_text content."""
+    return {k: v for k, v in item.items() if k != "content"} if item["type"] == "reasoning" else item
+
+
+@pytest.mark.parametrize("carried", [False, True], ids=["thought-kept-as-content", "thought-only-in-encrypted-content"])
+def test_the_demo_models_thought_and_call_sent_back_as_items_are_reused_by_the_next_turn(carried):
     """With a model whose output re-renders as it was generated, the next turn reuses the first turn's
-    prompt, thought and call: the reasoning item is replayed as the thought it was."""
+    prompt, thought and call: the reasoning item is replayed as the thought it was -- also when a client
+    that keeps no state (store false) sends it back with only the encrypted_content it asked for."""
     demo_tools = json.loads((ROOT / "configs" / "demo_tools.json").read_text())
     flat = [{"type": "function", **t["function"]} for t in demo_tools]
+    extra = dict(store=False, include=["reasoning.encrypted_content"]) if carried else {}
     with live_server(ROOT / "models" / "demo" / "checkpoint", page_size=4, max_model_len=2048,
                      kv_cache_tokens=8192, served_model_name="demo") as demo:
         client = openai.OpenAI(base_url=demo.v1, api_key="unused", max_retries=0, timeout=120)
         first = client.responses.create(model="demo", input="What is 12 + 30?", tools=flat, temperature=0,
-                                        max_output_tokens=300)
+                                        max_output_tokens=300, **extra)
         calls = [item for item in first.output if item.type == "function_call"]
         assert first.status == "completed" and calls, first.output
-        history = [{"role": "user", "content": "What is 12 + 30?"},
-                   *[item.model_dump(exclude_none=True) for item in first.output],
+        sent_back = [item.model_dump(exclude_none=True) for item in first.output]
+        if carried:
+            assert all(i["encrypted_content"] for i in sent_back if i["type"] == "reasoning")
+            sent_back = [_as_codex_sends_it(item) for item in sent_back]
+        else:
+            assert all("encrypted_content" not in i for i in sent_back), "only when asked"
+        history = [{"role": "user", "content": "What is 12 + 30?"}, *sent_back,
                    *[{"type": "function_call_output", "call_id": c.call_id, "output": '{"result": 42}'}
                      for c in calls]]
         second = client.responses.create(model="demo", input=history, tools=flat, temperature=0,
-                                         max_output_tokens=300)
+                                         max_output_tokens=300, **extra)
     reused = second.usage.input_tokens_details.cached_tokens
     thought = first.usage.output_tokens_details.reasoning_tokens
     assert thought > 0 and reused >= first.usage.input_tokens + thought - 4, (reused, first.usage)
@@ -144,6 +157,8 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
     ({"input": "hi", "include": "reasoning.encrypted_content"}, "include"),
     ({"input": "hi", "service_tier": "fast"}, "service_tier"),
     ({"input": "hi", "user": 7}, "user"),
+    ({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "anchorage.thought.v1.AAAA"}]},
+     "input.0.encrypted_content"),
     # Found by the chat pipeline the turn becomes, named as the client wrote it:
     ({"input": "hi", "tool_choice": "required"}, "tool_choice"),
     ({"input": "word " * 600}, "input"),
@@ -297,6 +312,17 @@ def test_a_wrong_method_on_a_stored_response_lists_both_methods_it_takes(server)
 def _text_part(response):
     [message] = [item for item in response.output if item.type == "message"]
     return message.content[0]
+
+
+def test_another_providers_encrypted_reasoning_is_read_as_no_thought(client, model, server):
+    foreign = {"type": "reasoning", "summary": [], "encrypted_content": "gAAAAABpQ0t4-not-ours"}
+    r = client.responses.create(model=model, input=[{"role": "user", "content": "Think."}, foreign,
+                                                    {"role": "user", "content": "Go on."}],
+                                max_output_tokens=2, temperature=0)
+    chat = {"messages": [{"role": "user", "content": "Think."}, {"role": "assistant", "content": "",
+                                                                  "reasoning_content": ""},
+                         {"role": "user", "content": "Go on."}]}
+    assert r.usage.input_tokens == httpx.post(server.base_url + "/tokenize", json=chat, timeout=60).json()["count"]
 
 
 def test_output_text_logprobs_are_those_of_the_tokens_that_wrote_the_text_not_of_the_thought(client, model, server):

@@ -25,6 +25,7 @@ import secrets
 from typing import Any
 
 from server.output.tool_calls import ContentDelta, ReasoningDelta, ToolCallDelta
+from server.protocol.carried_thought import seal
 
 
 def new_item_id(prefix: str) -> str:
@@ -32,7 +33,9 @@ def new_item_id(prefix: str) -> str:
 
 
 class ResponsesEventWriter:
-    def __init__(self) -> None:
+    def __init__(self, carry_thoughts: bool = False) -> None:
+        # Reasoning items carry their thought as `encrypted_content` (server/protocol/carried_thought.py).
+        self.carry_thoughts = carry_thoughts
         self.sequence = 0
         self.items: list[dict[str, Any]] = []  # finished output items, in order
         self._open: dict[str, Any] | None = None  # the item being written
@@ -77,6 +80,7 @@ class ResponsesEventWriter:
         item = _copy(self._open)
         if "status" in item:
             item["status"] = "incomplete"
+        self._carry(item)
         return [*self.items, item]
 
     # -- items -----------------------------------------------------------------------------
@@ -125,6 +129,7 @@ class ResponsesEventWriter:
         else:
             part = item["content"][0]
             if item["type"] == "reasoning":
+                self._carry(item)
                 out.append(self.event("response.reasoning_text.done", item_id=item["id"], output_index=index,
                                       content_index=0, text=part["text"]))
             else:
@@ -136,6 +141,11 @@ class ResponsesEventWriter:
         out.append(self.event("response.output_item.done", output_index=index, item=_copy(item)))
         self.items.append(item)
         return out
+
+
+    def _carry(self, item: dict[str, Any]) -> None:
+        if self.carry_thoughts and item["type"] == "reasoning":
+            item["encrypted_content"] = seal(item["content"][0]["text"])
 
 
 def _copy(item: dict[str, Any]) -> dict[str, Any]:

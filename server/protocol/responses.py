@@ -32,6 +32,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from server.protocol.carried_thought import unseal
 from server.protocol.chat import FunctionDefinition, _nested, _nested_at
 from server.protocol.common import RequestBody, TokenCount, WireModel, field_error
 
@@ -95,15 +96,31 @@ class FunctionCallOutputItem(WireModel):
 
 
 class ReasoningItem(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status", "encrypted_content"})
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status"})
 
     type: Literal["reasoning"]
     summary: list[TextPart] = []
     content: list[TextPart] | None = None
+    # This server's carried thought (server/protocol/carried_thought.py), or another provider's (unread).
+    encrypted_content: str | None = None
+
+    @field_validator("encrypted_content")
+    @classmethod
+    def _readable(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                unseal(value)
+            except ValueError as exc:
+                raise field_error("", str(exc)) from None
+        return value
 
     def text(self) -> str:
-        # The thought itself when the client kept it; else its summary (this server's summary is empty).
-        return _text_of(self.content or self.summary)
+        # The thought itself when the client kept it, or as this server carried it in encrypted_content;
+        # else its summary (this server's summary is empty).
+        if self.content:
+            return _text_of(self.content)
+        carried = unseal(self.encrypted_content) if self.encrypted_content is not None else None
+        return carried if carried is not None else _text_of(self.summary)
 
 
 ITEMS: dict[str, type[WireModel]] = {"message": MessageItem, "function_call": FunctionCallItem,
@@ -173,6 +190,7 @@ class ReasoningOptions(WireModel):
 
 
 OUTPUT_TEXT_LOGPROBS = "message.output_text.logprobs"
+CARRIED_THOUGHT = "reasoning.encrypted_content"
 
 
 class ResponsesRequest(RequestBody):
@@ -197,8 +215,9 @@ class ResponsesRequest(RequestBody):
     background: bool = False
     metadata: dict[str, str] | None = None  # stored and echoed, as OpenAI does
     # `include`: OUTPUT_TEXT_LOGPROBS gives each output_text its tokens' logprobs, with `top_logprobs`
-    # alternatives each; the other parts it may name this server does not produce (encrypted reasoning,
-    # search results), so they are checked as OpenAI types them and dropped.
+    # alternatives each; CARRIED_THOUGHT gives each reasoning item its thought as `encrypted_content`;
+    # the other parts it may name this server does not produce (search results, images), so they are
+    # checked as OpenAI types them and dropped.
     include: list[str] | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     # Checked as OpenAI types them, then unused: a client's mistake in them is still a 400 naming the field.
@@ -274,6 +293,11 @@ class ResponsesRequest(RequestBody):
     def text_logprobs(self) -> bool:
         """The output text's tokens' logprobs are asked for (with `top_logprobs` alternatives each)."""
         return OUTPUT_TEXT_LOGPROBS in (self.include or ())
+
+    @property
+    def carried_thought(self) -> bool:
+        """Reasoning items are to carry their thought as `encrypted_content`."""
+        return CARRIED_THOUGHT in (self.include or ())
 
     def items(self) -> list[InputItem]:
         """This turn's own input as items (text input is one user message)."""

@@ -34,7 +34,7 @@ class Turn:
         # This turn's input items get ids derived from the response's (unique, and recognisable in listings).
         self.inputs = [item_record(item, new_record_id(item, f"{token}{i:03d}")) for i, item in enumerate(own)]
         self.context = context
-        self.writer = ResponsesEventWriter()  # its output items, as far as they got
+        self.writer = ResponsesEventWriter(req.carried_thought)  # its output items, as far as they got
         self.latest: dict | None = None  # the response object as last stored (or as it would have been)
         self.log: EventLog | None = None  # a streamed background turn's events, for readers resuming its stream
 
