@@ -157,6 +157,7 @@ def test_a_turn_cut_by_max_output_tokens_is_incomplete(client, model):
     ({"input": "hi", "include": "reasoning.encrypted_content"}, "include"),
     ({"input": "hi", "service_tier": "fast"}, "service_tier"),
     ({"input": "hi", "user": 7}, "user"),
+    ({"input": "hi", "client_metadata": ["i7"]}, "client_metadata"),
     ({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "anchorage.thought.v1.AAAA"}]},
      "input.0.encrypted_content"),
     # Found by the chat pipeline the turn becomes, named as the client wrote it:
@@ -177,7 +178,8 @@ def test_openais_identifiers_and_hints_are_accepted_and_change_no_answer(client,
     ask = dict(model=model, input="What is the weather in Lima?", max_output_tokens=8, temperature=0)
     hinted = client.responses.create(**ask, user="u7", safety_identifier="u7", prompt_cache_key="agent-7",
                                      service_tier="auto", include=["reasoning.encrypted_content"],
-                                     truncation="disabled", top_logprobs=0)
+                                     truncation="disabled", top_logprobs=0,
+                                     extra_body={"client_metadata": {"x-codex-installation-id": "i7"}})
     assert hinted.output_text == client.responses.create(**ask).output_text
 
 
@@ -357,3 +359,25 @@ def test_a_streamed_text_sends_its_logprobs_with_its_deltas_and_ends_with_them_w
     dumped = [lp.model_dump() for lp in whole.logprobs]
     assert [lp.model_dump() for lp in streamed] == [lp.model_dump() for lp in done] == dumped
     assert [lp.model_dump() for lp in final.logprobs] == dumped
+
+
+def test_a_request_shaped_as_codex_sends_it_streams_to_completion_with_its_thought_carried(server, model):
+    """The body Codex (codex-rs ResponsesApiRequest) posts with a custom provider: stateless (store false),
+    streamed, asking for encrypted reasoning, with its own labels and a flat function tool."""
+    shell = {"type": "function", "name": "shell", "description": "Runs a shell command.", "strict": False,
+             "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                            "required": ["command"], "additionalProperties": False}}
+    body = {"model": model, "instructions": "You are a coding agent.",
+            "input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
+                      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List files."}]}],
+            "tools": [shell], "tool_choice": "auto", "parallel_tool_calls": False,
+            "reasoning": {"effort": "medium", "summary": "auto"}, "store": False, "stream": True,
+            "include": ["reasoning.encrypted_content"], "prompt_cache_key": "0199a1b2-thread",
+            "text": {"verbosity": "medium"}, "client_metadata": {"x-codex-installation-id": "i7"},
+            "max_output_tokens": 24, "reasoning_budget_tokens": 4, "temperature": 0}  # (the test's own limits)
+    with httpx.stream("POST", server.v1 + "/responses", json=body, timeout=120) as r:
+        assert r.status_code == 200, r.read()
+        events = [json.loads(line[len("data: "):]) for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1]["type"] in ("response.completed", "response.incomplete"), events[-1]
+    thoughts = [e["item"] for e in events if e["type"] == "response.output_item.done" and e["item"]["type"] == "reasoning"]
+    assert thoughts and all(t["encrypted_content"] for t in thoughts)

@@ -228,6 +228,7 @@ class ResponsesRequest(RequestBody):
     prompt_cache_key: str | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
     truncation: Literal["auto", "disabled"] | None = None
+    client_metadata: dict[str, str] | None = None  # Codex's (installation and session ids): labels, unread
 
     @field_validator("input", mode="before")
     @classmethod
