@@ -65,19 +65,21 @@ class ChoiceResult:
     prompt_logprobs: list | None = None  # the prompt's scored tokens, on the choice that scored them
     stop_token: int | None = None  # the EOS or stop id that ended it; None for a stop string or a cut
     stop_string: str | None = None  # the client's stop string that ended it, if one did
-    # The text as its events brought it: a whole answer is read from these, as its stream reads them, so
-    # the two agree even where a stream cannot take back what it sent (a call announced, then broken).
-    pieces: list[str] = field(default_factory=list)
-    # (text, its tokens' logprob entries) per event that brought either, empty pieces included: what a
-    # reader that pairs text with the tokens that wrote it (server/output/text_logprobs.py) needs.
+    # (text, its tokens' logprob entries) per event that brought either, as the events brought them: a
+    # whole answer is read from these, as its stream reads them, so the two agree even where a stream
+    # cannot take back what it sent (a call announced, then broken); the entries are for a reader that
+    # pairs text with the tokens that wrote it (server/output/text_logprobs.py).
     written: list[tuple[str, list]] = field(default_factory=list)
+
+    @property
+    def pieces(self) -> list[str]:
+        """The text as its events brought it, piece by piece."""
+        return [text for text, _ in self.written if text]
 
     def add(self, ev: StreamEvent) -> None:
         if ev.prompt_logprobs is not None:
             self.prompt_logprobs = ev.prompt_logprobs
         self.text += ev.text
-        if ev.text:
-            self.pieces.append(ev.text)
         if ev.text or ev.logprobs:
             self.written.append((ev.text, ev.logprobs))
         self.token_ids.extend(ev.token_ids)
