@@ -8,7 +8,9 @@ summary empty), a `message` with one `output_text`, one `function_call` per
 call -- the whole answer built by the stream's own parser and item writer, so
 the two agree item for item. Asked to `include` the output text's logprobs, each
 text delta carries those of the tokens that wrote it (server/output/text_logprobs.py
-pairs them). A generation cut by `max_output_tokens` answers `status: "incomplete"`
+pairs them); asked for `reasoning.encrypted_content`, each reasoning item carries
+its thought for a stateless client to send back (server/protocol/carried_thought.py).
+A generation cut by `max_output_tokens` answers `status: "incomplete"`
 with `incomplete_details.reason`. A finished turn is stored unless `store` is
 false (server/responses_store.py): `GET /v1/responses/{id}` answers it,
 `.../input_items` lists the items its prompt was built from, `DELETE` drops it,
