@@ -181,6 +181,8 @@ def test_openais_identifiers_and_hints_are_accepted_and_change_no_answer(client,
                                      truncation="disabled", top_logprobs=0,
                                      extra_body={"client_metadata": {"x-codex-installation-id": "i7"}})
     assert hinted.output_text == client.responses.create(**ask).output_text
+    assert (hinted.user, hinted.safety_identifier, hinted.prompt_cache_key, hinted.top_logprobs) == (
+        "u7", "u7", "agent-7", 0), "the client's labels echoed, as OpenAI echoes them"
 
 
 def test_a_streamed_turn_sends_each_item_added_filled_and_done_and_ends_as_the_whole_one(client, model):
