@@ -53,7 +53,7 @@ class ResponsesEventWriter:
         if isinstance(delta, ReasoningDelta):
             return self._text("reasoning", delta.text)
         if isinstance(delta, ContentDelta):
-            return self._text("message", delta.text, list(logprobs))
+            return self._text("message", delta.text, logprobs)
         assert isinstance(delta, ToolCallDelta)
         out: list[dict[str, Any]] = []
         if delta.id is not None or self._call_index != delta.index:
