@@ -329,6 +329,10 @@ def test_another_providers_encrypted_reasoning_is_read_as_no_thought(client, mod
     assert r.usage.input_tokens == httpx.post(server.base_url + "/tokenize", json=chat, timeout=60).json()["count"]
 
 
+def _same_logprobs(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> bool:
+    return len(a) == len(b) and all(x == y and abs(p - q) < 1e-4 for (x, p), (y, q) in zip(a, b))
+
+
 def test_output_text_logprobs_are_those_of_the_tokens_that_wrote_the_text_not_of_the_thought(client, model, server):
     ask = dict(input="Say something.", max_output_tokens=24, temperature=0, extra_body={"reasoning_budget_tokens": 4})
     r = client.responses.create(model=model, **ask, include=["message.output_text.logprobs"], top_logprobs=2)
@@ -341,7 +345,9 @@ def test_output_text_logprobs_are_those_of_the_tokens_that_wrote_the_text_not_of
         "temperature": 0, "reasoning_budget_tokens": 4, "logprobs": True, "top_logprobs": 2}).json()
     every = [(e["token"], e["logprob"]) for e in chat["choices"][0]["logprobs"]["content"]]
     mine = [(lp.token, lp.logprob) for lp in part.logprobs]
-    assert any(every[i:i + len(mine)] == mine for i in range(len(every)))  # one run of the turn's tokens
+    # One run of the turn's tokens, with their logprobs: equal up to float rounding, since the second
+    # request's prompt comes partly from the prefix cache, computed in other chunks than a fresh prefill.
+    assert any(_same_logprobs(every[i:i + len(mine)], mine) for i in range(len(every)))
     assert _text_part(client.responses.create(model=model, **ask)).logprobs == []  # only when asked
 
 
