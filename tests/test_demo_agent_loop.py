@@ -47,7 +47,7 @@ THOUGHT_CAP = 400  # a reasoning budget per calling turn: a cap, well above the 
 # Two calls in sequence, then an answer: three turns. Phrased the way training requests are (a
 # training template and a training step-by-step suffix, which buys numbered thoughts that run past the
 # 96-token window): this test is about the cache, not about how far the toy model generalises.
-REQUEST = "What is (12 + 30) * 2? Think it through step by step."
+REQUEST = "Add 12 and 30, then multiply the result by 2. Think it through step by step."
 
 
 def _server(anchors: bool):

@@ -51,8 +51,9 @@ def _status(ev: dict | None) -> str:
     if calls >= 0.9 and answers >= 0.9:
         return (f"**Status**: on held-out requests it makes the right call {_pct(calls)} of the time and quotes "
                 f"the result in {_pct(answers)} of its answers (figures below).")
-    return (f"**Status: below its target.** On held-out requests only {_pct(calls)} of its calls name the "
-            f"right tool with the right arguments, and {_pct(answers)} of its answers quote the tool result "
+    missed = " and ".join(name for name, rate in (("calls", calls), ("answers", answers)) if rate < 0.9)
+    return (f"**Status: below its target ({missed}).** On held-out requests {_pct(calls)} of its calls name "
+            f"the right tool with the right arguments, and {_pct(answers)} of its answers quote the tool result "
             f"(targets: 90% each). Treat its calls as plumbing tests of the server, not as answers.")
 
 
