@@ -35,6 +35,7 @@ from pydantic import Field, field_validator, model_validator
 from server.protocol.carried_thought import unseal
 from server.protocol.chat import FunctionDefinition, _nested, _nested_at
 from server.protocol.common import RequestBody, TokenCount, WireModel, field_error
+from server.protocol.responses_truncation import kept
 
 
 def _text_of(value: str | list[TextPart]) -> str:
@@ -220,14 +221,15 @@ class ResponsesRequest(RequestBody):
     # checked as OpenAI types them and dropped.
     include: list[str] | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    # "auto": a conversation over the context drops its oldest turns to fit (server/protocol/responses_truncation.py);
+    # "disabled" (the default) answers it with a 400, as OpenAI does.
+    truncation: Literal["auto", "disabled"] | None = None
     # Checked as OpenAI types them, then unused: a client's mistake in them is still a 400 naming the field.
-    # Identifiers and routing hints change no answer on one server whose prefix cache needs no key;
-    # `truncation` "auto" would drop the oldest input to fit, where this server answers a 400 instead.
+    # Identifiers and routing hints change no answer on one server whose prefix cache needs no key.
     user: str | None = None
     safety_identifier: Annotated[str, Field(max_length=64)] | None = None
     prompt_cache_key: str | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
-    truncation: Literal["auto", "disabled"] | None = None
     client_metadata: dict[str, str] | None = None  # Codex's (installation and session ids): labels, unread
 
     @field_validator("input", mode="before")
@@ -304,16 +306,22 @@ class ResponsesRequest(RequestBody):
         """This turn's own input as items (text input is one user message)."""
         return [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else list(self.input)
 
-    def to_chat_body(self, history: list[InputItem] = ()) -> dict[str, Any]:
+    def all_items(self, history: list[InputItem] = ()) -> list[InputItem]:
+        """The items this turn renders: `history` (a stored turn's items and output), then its own input."""
+        return [*history, *self.items()]
+
+    def to_chat_body(self, history: list[InputItem] = (), start: int = 0) -> dict[str, Any]:
         """The chat completion request this turn is: messages, tools, choice and knobs in chat's spelling.
 
         `history` is what came before this turn's input (a stored turn's items and output); this turn's
-        `instructions` lead it, as OpenAI does not carry a previous turn's instructions over.
+        `instructions` lead it, as OpenAI does not carry a previous turn's instructions over. `start`, for
+        `truncation: "auto"`, is where in `all_items(history)` the kept turns begin
+        (server/protocol/responses_truncation.py).
         """
         messages: list[dict[str, Any]] = []
         if self.instructions:
             messages.append({"role": "system", "content": self.instructions})
-        items = [*history, *self.items()]
+        items = kept(self.all_items(history), start)
         thought: str | None = None  # a reasoning item waits for the assistant message it belongs to
 
         def assistant() -> dict[str, Any]:

@@ -10,6 +10,8 @@ the two agree item for item. Asked to `include` the output text's logprobs, each
 text delta carries those of the tokens that wrote it (server/output/text_logprobs.py
 pairs them); asked for `reasoning.encrypted_content`, each reasoning item carries
 its thought for a stateless client to send back (server/protocol/carried_thought.py).
+A conversation over the context is a 400, unless `truncation: "auto"` asks for its
+oldest whole turns to be dropped until it fits (server/protocol/responses_truncation.py).
 A generation cut by `max_output_tokens` answers `status: "incomplete"`
 with `incomplete_details.reason`. A finished turn is stored unless `store` is
 false (server/responses_store.py): `GET /v1/responses/{id}` answers it,
@@ -35,13 +37,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from server import sse
-from server.errors import APIError, InvalidRequestError, NotFoundError
+from server.errors import APIError, ExceedContextSizeError, InvalidRequestError, NotFoundError
 from server.generation import (body_size, chat_logprobs, check_model, collect, raise_if_failed, streaming_body,
                                submit, thought_token_count)
 from server.output import StreamingOutputParser
 from server.output.responses_events import ResponsesEventWriter, new_item_id
 from server.output.text_logprobs import TextLogprobs
 from server.protocol.responses import ResponsesRequest, item_from_record
+from server.protocol.responses_truncation import cut_points, first_fitting
 from server.responses_replay import EventLog
 from server.responses_store import RUNNING, StoredResponse, approximate_size
 from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
@@ -95,11 +98,13 @@ async def responses(req: ResponsesRequest, http_request: Request):
     check_background(state, req)
     info = state.info
     context = _context(state, req)
-    chat = chat_request(req.to_chat_body([item_from_record(r) for r in context]), responses_param, _in_our_words)
+    history = [item_from_record(r) for r in context]
+    chat = chat_request(req.to_chat_body(history), responses_param, _in_our_words)
     body_bytes = await body_size(http_request)
     try:
         # The stored turns render along with the body: their text decides the tokenizer lane too.
-        prompt, params = await off_loop(_prepare, chat, state, text_size=body_bytes + approximate_size(context))
+        prompt, params = await off_loop(_prepare_fitted, req, history, chat, state,
+                                        text_size=body_bytes + approximate_size(context))
     except APIError as exc:  # found by the chat pipeline: named as the client wrote it, in the message too
         raise in_client_words(exc, responses_param, _in_our_words)
     tool_format = tool_format_of(info, prompt)
@@ -122,6 +127,37 @@ async def responses(req: ResponsesRequest, http_request: Request):
     except BaseException as exc:  # a failed generation, the route cancelled, or a fault of ours
         turn.abandoned(exc)
         raise
+
+
+def _prepare_fitted(req: ResponsesRequest, history: list, chat, state):
+    """`_prepare` of the whole conversation (`chat`) or, when it overflows the context and the request
+    asks for `truncation: "auto"`, of the fewest turns dropped from its start that make it fit; on the
+    tokenizer thread, as each try renders and counts a prompt."""
+    try:
+        return _prepare(chat, state)
+    except ExceedContextSizeError as exc:
+        if req.truncation != "auto":
+            raise
+        refused = [exc]
+    prepared: dict[int, tuple] = {}
+
+    def fits(start: int) -> bool:
+        try:
+            prepared[start] = _prepare(chat_request(req.to_chat_body(history, start), responses_param,
+                                                    _in_our_words), state)
+            return True
+        except ExceedContextSizeError as exc:
+            refused.append(exc)
+            return False
+
+    start = first_fitting(cut_points(req.all_items(history)), fits)
+    if start is not None:
+        return prepared[start]
+    # The last try kept the fewest items: the last user turn and what follows it (bisection ends there).
+    n_prompt, n_ctx = refused[-1].extra["n_prompt_tokens"], refused[-1].extra["n_ctx"]
+    raise ExceedContextSizeError(n_prompt, n_ctx, param="input", message=(
+        f"the request exceeds the available context size even with truncation 'auto': its last user turn "
+        f"and what follows it alone need at least {n_prompt} tokens, but this model's maximum context length is {n_ctx} tokens"))
 
 
 async def _whole(state, req: ResponsesRequest, http_request: Request, stream, prompt, tool_format, turn) -> dict:

@@ -101,7 +101,7 @@ def envelope(req: ResponsesRequest, info, rid: str, created: int, status: str, o
         "text": {"format": {"type": "text"}} if req.text is None or req.text.format is None
         else {"format": req.text.format.model_dump(by_alias=True, exclude_none=True)},
         "reasoning": {"effort": req.reasoning.effort if req.reasoning else None, "summary": None},
-        "background": req.background,
+        "background": req.background, "truncation": req.truncation or "disabled",
         # The client's own labels, and the alternatives asked per output-text token (0 when none were).
         "user": req.user, "safety_identifier": req.safety_identifier, "prompt_cache_key": req.prompt_cache_key,
         "top_logprobs": req.top_logprobs or 0,
