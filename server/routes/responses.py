@@ -156,8 +156,9 @@ def _prepare_fitted(req: ResponsesRequest, history: list, chat, state):
     # The last try kept the fewest items: the last user turn and what follows it (bisection ends there).
     n_prompt, n_ctx = refused[-1].extra["n_prompt_tokens"], refused[-1].extra["n_ctx"]
     raise ExceedContextSizeError(n_prompt, n_ctx, param="input", message=(
-        f"the request exceeds the available context size even with truncation 'auto': its last user turn "
-        f"and what follows it alone need at least {n_prompt} tokens, but this model's maximum context length is {n_ctx} tokens"))
+        f"the request exceeds the available context size even with truncation 'auto': kept from its last user "
+        f"turn on (with the instructions, system messages and tools), its prompt is at least {n_prompt} tokens, "
+        f"but this model's maximum context length is {n_ctx} tokens"))
 
 
 async def _whole(state, req: ResponsesRequest, http_request: Request, stream, prompt, tool_format, turn) -> dict:
