@@ -16,6 +16,7 @@ renders nothing and knows no tokenizer.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -45,11 +46,5 @@ def first_fitting(points: Sequence[int], fits: Callable[[int], bool]) -> int | N
     """The first of `points` (ordered so that each drops more than the one before) where `fits(point)`
     holds, assuming that once one fits every later one does; None when none does. Tries about
     log2(len(points)) of them."""
-    lo, hi = 0, len(points)  # invariant: points[:lo] do not fit; points[hi:] fit (when hi < len)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(points[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return points[lo] if lo < len(points) else None
+    i = bisect.bisect_left(points, True, key=fits)  # fits is False, then True, along points
+    return points[i] if i < len(points) else None
