@@ -113,7 +113,7 @@ def build_runtime(s: ServeSettings):
     """Load everything; returns (RuntimeInfo, Engine, tokenizer, runner)."""
     import torch
 
-    from models import sampler, split_precision
+    from models import prepacked_linear, sampler, split_precision
     from models.cpu_features import compute_dtype
     from models.loader import DTYPES, load_model
     from models.model_runner import ModelRunner
@@ -136,6 +136,9 @@ def build_runtime(s: ServeSettings):
         log.info("computing in %s: this CPU has no native %s (KV pool and slot files stay %s)", compute, s.dtype, s.dtype)
     model = load_model(model_dir, compute, spec)
     kv_dtype = DTYPES[s.dtype]
+    if prepacked_linear.applies(compute, s.prepacked_weights):
+        swapped = prepacked_linear.prepack_linears(model)
+        log.info("%d Linear weights reordered into oneDNN's layout (--no-prepacked-weights opts out)", swapped)
     if split_precision.applies(s.compute_dtype, s.dtype, compute):
         rows = split_precision.attach_half_weights(model, kv_dtype)
         if rows:
