@@ -8,7 +8,7 @@ from models import cpu_features
 from models.loader import load_model
 from models.model_runner import ModelRunner
 from models.split_precision import attach_half_weights
-from scheduler.forward_batch import ForwardBatch, SeqChunk
+from runner_decode import greedy_decode
 
 
 def test_auto_computes_in_the_storage_dtype_only_where_the_cpu_has_it_natively(monkeypatch):
@@ -21,16 +21,6 @@ def test_auto_computes_in_the_storage_dtype_only_where_the_cpu_has_it_natively(m
     assert cpu_features.compute_dtype("auto", "float32") == "float32"
 
 
-def _run(runner, prompt, steps):
-    table = list(range(8))
-    logits = [runner.step(ForwardBatch([SeqChunk(0, prompt, 0, table, table, True)]))[0]]
-    seq = prompt + [int(logits[-1].argmax())]
-    for _ in range(steps):
-        logits.append(runner.step(ForwardBatch([SeqChunk(0, [seq[-1]], len(seq) - 1, table, table, True)]))[0])
-        seq.append(int(logits[-1].argmax()))
-    return torch.stack(logits), seq
-
-
 def test_a_bf16_kv_pool_under_float32_compute_stays_close_to_an_all_float32_run(tiny_checkpoint):
     path = tiny_checkpoint("qwen3", sliding_window=16, layers=3)
     model = load_model(path, "float32")
@@ -38,8 +28,8 @@ def test_a_bf16_kv_pool_under_float32_compute_stays_close_to_an_all_float32_run(
     narrow_kv = ModelRunner(model, 16, {"full": 8, "window": 8}, torch.bfloat16)
     assert narrow_kv.kv[0][0].dtype == torch.bfloat16 and narrow_kv.kv_dtype_name == "bf16"
     prompt = [(7 * j) % 500 + 20 for j in range(40)]
-    a, _ = _run(full, prompt, 10)
-    b, _ = _run(narrow_kv, prompt, 10)
+    a, _ = greedy_decode(full, prompt, 10)
+    b, _ = greedy_decode(narrow_kv, prompt, 10)
     scale = a.abs().max().item()
     assert (a - b).abs().max().item() < 0.03 * scale
     assert not torch.equal(a, b), "the bf16 pool should round something"
@@ -52,8 +42,8 @@ def test_decoding_one_sequence_on_half_weight_copies_stays_close_to_float32(tiny
     attach_half_weights(model, torch.bfloat16, max_half_rows=1)
     split = ModelRunner(model, 16, {"full": 8, "window": 8}, torch.bfloat16)
     prompt = [(7 * j) % 500 + 20 for j in range(40)]
-    a, _ = _run(plain, prompt, 8)
-    b, _ = _run(split, prompt, 8)
+    a, _ = greedy_decode(plain, prompt, 8)
+    b, _ = greedy_decode(split, prompt, 8)
     scale = a.abs().max().item()
     assert (a - b).abs().max().item() < 0.05 * scale
     assert not torch.equal(a[1:], b[1:]), "one-row decode steps should have run in bf16"

@@ -10,20 +10,10 @@ from models import cpu_features, prepacked_linear
 from models.loader import load_model
 from models.model_runner import ModelRunner
 from models.prepacked_linear import PrepackedLinear, prepack_linears
-from scheduler.forward_batch import ForwardBatch, SeqChunk
+from runner_decode import greedy_decode
 
 native_bf16 = pytest.mark.skipif(not prepacked_linear.applies("bfloat16"),
                                  reason="this CPU does not multiply bf16 natively (the model computes in float32)")
-
-
-def _decode(runner, prompt, steps):
-    table = list(range(8))
-    logits = [runner.step(ForwardBatch([SeqChunk(0, prompt, 0, table, table, True)]))[0]]
-    seq = prompt + [int(logits[-1].argmax())]
-    for _ in range(steps):
-        logits.append(runner.step(ForwardBatch([SeqChunk(0, [seq[-1]], len(seq) - 1, table, table, True)]))[0])
-        seq.append(int(logits[-1].argmax()))
-    return torch.stack(logits), seq
 
 
 def test_it_applies_only_to_a_half_dtype_the_cpu_multiplies_natively(monkeypatch):
@@ -54,7 +44,7 @@ def test_a_reordered_model_decodes_the_same_tokens_with_the_same_logits_as_the_p
     prepack_linears(model)
     packed = ModelRunner(model, 16, {"full": 8, "window": 8})
     prompt = [(7 * j) % 500 + 20 for j in range(40)]
-    a, seq_a = _decode(plain, prompt, 12)
-    b, seq_b = _decode(packed, prompt, 12)
+    a, seq_a = greedy_decode(plain, prompt, 12)
+    b, seq_b = greedy_decode(packed, prompt, 12)
     assert seq_a == seq_b
     assert (a - b).abs().max().item() <= 0.02 * a.abs().max().item()
