@@ -29,10 +29,13 @@ instead; `--no-prepacked-weights` opts out.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 from torch import nn
 
 from models.cpu_features import native_half
+from models.linear_swap import swap_linears
 
 # The row count oneDNN is told to expect: decode, the step every token pays for. Other counts still run
 # on the same layout (32 and 512 rows were measured faster than the plain weight too).
@@ -66,15 +69,6 @@ def applies(compute: str, enabled: bool = True) -> bool:
 def prepack_linears(model: nn.Module) -> int:
     """Swap every Linear of a bf16 weight for a PrepackedLinear, except a head whose weight is
     shared with another module (a tied embedding). Returns how many were swapped."""
-    owners: dict[int, int] = {}
-    for module in model.modules():
-        for p in module.parameters(recurse=False):
-            owners[id(p)] = owners.get(id(p), 0) + 1
-    targets = [(name, m) for name, m in model.named_modules()
-               if isinstance(m, nn.Linear) and m.weight.dtype == torch.bfloat16
-               and owners.get(id(m.weight), 0) == 1]
-    for name, linear in targets:
-        parent_name, _, attr = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, attr, PrepackedLinear(linear))
-    return len(targets)
+    uses = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
+    return swap_linears(model, PrepackedLinear,
+                        lambda linear: linear.weight.dtype == torch.bfloat16 and uses[id(linear.weight)] == 1)

@@ -42,6 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.linear_swap import swap_linears
+
 log = logging.getLogger(__name__)
 
 CANDIDATE_ROWS = (1, 2, 4, 8, 16, 32)
@@ -161,9 +163,5 @@ def attach_half_weights(model: nn.Module, half_dtype: torch.dtype, max_half_rows
         max_half_rows = measure_max_half_rows(_streaming_sample(model), half_dtype)
     if max_half_rows <= 0:
         return 0
-    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
-    for name, linear in targets:
-        parent_name, _, attr = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, attr, SplitPrecisionLinear(linear, half_dtype, max_half_rows))
+    swap_linears(model, lambda linear: SplitPrecisionLinear(linear, half_dtype, max_half_rows))
     return max_half_rows

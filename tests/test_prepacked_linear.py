@@ -1,4 +1,4 @@
-"""Half-precision Linear weights reordered into oneDNN's layout at load (CPUs with native bf16)."""
+"""bf16 Linear weights reordered into oneDNN's layout at load (CPUs with native bf16)."""
 
 from __future__ import annotations
 
