@@ -126,10 +126,12 @@ def _results(step) -> list[dict]:
     return [{"role": "tool", "content": r} for r in step.results]
 
 
-def evaluate(checkpoint: Path, batch: int = 16, limit: int | None = None) -> dict:
+def evaluate(checkpoint: Path, batch: int = 16, limit: int | None = None,
+             cases: list[HeldOutCase] | None = None) -> dict:
+    """The held-out cases (or `cases`: probe_frames.py passes them without their frames) played greedily."""
     started = time.time()
     gen = Generator(checkpoint, batch)
-    cases = held_out_cases()
+    cases = held_out_cases() if cases is None else cases
     if limit:
         cases = cases[::max(1, len(cases) // limit)]
     tool_cases = [c for c in cases if c.steps]
