@@ -301,3 +301,19 @@ def test_a_sequential_plans_second_turn_opens_with_the_step_its_first_turn_ended
         assert ("numbered points" in step) == ("Let me go on step by step." in second)
         checked += 1
     assert checked > 50
+
+
+def test_encoding_after_the_system_turn_gives_the_whole_texts_tokens_and_labels(training):
+    from transformers import AutoTokenizer
+
+    from models.demo.dataset import IGNORE, encode_all, rendered
+    tok = AutoTokenizer.from_pretrained(ROOT / "models/demo/checkpoint")
+    done = [rendered(c) for c in training[:300]] + [rendered(c) for c in corpus.copy_drills(0, 20)]
+    assert any(not text.startswith("<|im_start|>system") for text, _ in done)  # rows without a system turn too
+    whole = tok([text for text, _ in done], add_special_tokens=False, return_offsets_mapping=True)
+    for (text, spans), example, ids, offsets in zip(done, encode_all(done, tok), whole["input_ids"],
+                                                     whole["offset_mapping"]):
+        prefix = tok(example.prefix, add_special_tokens=False)["input_ids"] if example.prefix else []
+        assert prefix + example.ids == ids
+        labels = [i if any(a < e and b > s for s, e in spans) else IGNORE for i, (a, b) in zip(ids, offsets)]
+        assert [IGNORE] * len(prefix) + example.labels == labels
