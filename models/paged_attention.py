@@ -8,8 +8,8 @@ Shapes are planned once per step (`plan_attention`) and shared by every layer
 of the same group: which pool slots the new tokens are written to, which pages
 each query reads, and the boolean masks (causal, and for windowed layers
 "key k is visible from query q iff k > q - window"). Decode queries of all
-sequences are batched into one SDPA call, padded to the longest key span; each
-prefill chunk gets its own call, since its queries differ in length.
+sequences are batched into one call, padded to the longest key span; each
+prefill chunk gets its own SDPA call, since its queries differ in length.
 
 Windowed layers read only the pages covering `[start - window + 1, end)`, so a
 window slide may release everything earlier without this code noticing.
@@ -23,6 +23,12 @@ import torch
 import torch.nn.functional as F
 
 from scheduler.forward_batch import ForwardBatch, SeqChunk
+
+
+# Batch size times key span up to which half-precision decode attention uses
+# matmuls rather than SDPA (bench.attention_decode on 2 cores: 1x4096 keys
+# 3.8x faster, 8x512 and 16x256 1.1x, 2x2048 0.9x, 8x1024 and 32x512 0.5x).
+HALF_MATMUL_MAX_KEYS = 4096
 
 
 @dataclass
@@ -104,12 +110,55 @@ def plan_group(batch: ForwardBatch, table_of, window: int | None, page: int) -> 
     return GroupPlan(torch.tensor(slots, dtype=torch.long), decode, prefills)
 
 
-def _gather(pages_tensor: torch.Tensor, page_ids: torch.Tensor) -> torch.Tensor:
+def gather_pages(pages_tensor: torch.Tensor, page_ids: torch.Tensor) -> torch.Tensor:
     # pages_tensor: [num_pages, page, kvh, d]; page_ids: [..., n] -> [..., kvh, n*page, d]
     got = pages_tensor[page_ids]  # [..., n, page, kvh, d]
     lead = got.shape[:-4]
     got = got.reshape(*lead, -1, got.shape[-2], got.shape[-1])  # [..., L, kvh, d]
     return got.transpose(-3, -2)
+
+
+def decode_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """One query per sequence. q: [B, H, D]; k, v: [B, KVH, L, D]; mask: [B, 1, 1, L].
+
+    Returns [B, H, D]. SDPA, except for half-precision batches of at most
+    HALF_MATMUL_MAX_KEYS key positions, where PyTorch's CPU flash kernel is
+    slower for a single query row than `matmul_decode_attention`
+    (`python -m bench.attention_decode` prints both); past that, the float32
+    copies of K and V that the matmul path makes cost more than they save.
+    """
+    b, keys = q.shape[0], k.shape[2]
+    if q.dtype != torch.float32 and b * keys <= HALF_MATMUL_MAX_KEYS:
+        return matmul_decode_attention(q, k, v, mask, scale)
+    o = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+    return o.squeeze(2)
+
+
+def matmul_decode_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """SDPA's flash-kernel arithmetic for one query row, by hand. Shapes as decode_attention.
+
+    Float32 scores, float32 softmax numerators, numerators rounded to the
+    value dtype (the kernel rounds them so before its P.V product), a float32
+    weighted sum, and the division by the denominator last. Rounding the
+    scores or the normalised weights to bf16 instead flips greedy tokens
+    against transformers (logit parity tests). Each KV head's query heads
+    share one matmul. Every decode row sees at least its own key, so no
+    softmax row is all -inf.
+    """
+    b, h, d = q.shape
+    kvh = k.shape[1]
+    qg = q.view(b, kvh, h // kvh, d).float()  # [B, KVH, g, D]
+    scores = torch.matmul(qg, k.float().transpose(-1, -2))  # [B, KVH, g, L]
+    scores = scores.mul_(scale).masked_fill_(~mask, float("-inf"))
+    numerators = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    denominators = numerators.sum(dim=-1, keepdim=True)  # [B, KVH, g, 1]
+    rounded = numerators.to(v.dtype).float()
+    out = torch.matmul(rounded, v.float()).div_(denominators)  # [B, KVH, g, D]
+    return out.to(v.dtype).view(b, h, d)  # [B, H, D]
 
 
 def paged_attention(
@@ -133,15 +182,14 @@ def paged_attention(
     out = torch.empty_like(q)
     if plan.decode is not None:
         dp = plan.decode
-        qd = q[dp.rows].unsqueeze(2)  # [B, H, 1, D]
-        kd = _gather(k_pages, dp.pages).to(q.dtype)  # [B, KVH, L, D]
-        vd = _gather(v_pages, dp.pages).to(q.dtype)
-        od = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=dp.mask, scale=scale, enable_gqa=True)
-        out[dp.rows] = od.squeeze(2)
+        qd = q[dp.rows]  # [B, H, D]
+        kd = gather_pages(k_pages, dp.pages).to(q.dtype)  # [B, KVH, L, D]
+        vd = gather_pages(v_pages, dp.pages).to(q.dtype)
+        out[dp.rows] = decode_attention(qd, kd, vd, dp.mask, scale)
     for cp in plan.prefills:
         qp = q[cp.token_slice].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-        kp = _gather(k_pages, cp.pages).unsqueeze(0).to(q.dtype)  # [1, KVH, L, D]
-        vp = _gather(v_pages, cp.pages).unsqueeze(0).to(q.dtype)
+        kp = gather_pages(k_pages, cp.pages).unsqueeze(0).to(q.dtype)  # [1, KVH, L, D]
+        vp = gather_pages(v_pages, cp.pages).unsqueeze(0).to(q.dtype)
         op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=cp.mask, scale=scale, enable_gqa=True)
         out[cp.token_slice] = op.squeeze(0).transpose(0, 1)
     return out

@@ -1,0 +1,59 @@
+"""Half-precision decode attention by matmuls: as exact as SDPA, and used only where it is faster."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models import paged_attention
+from models.paged_attention import HALF_MATMUL_MAX_KEYS, decode_attention, matmul_decode_attention
+
+
+def _inputs(b, keys, dtype, h=8, kvh=2, d=32, window=None):
+    g = torch.Generator().manual_seed(b * 1000 + keys)
+    q = torch.randn(b, h, d, generator=g).to(dtype)  # [B, H, D]
+    k = (3 * torch.randn(b, kvh, keys, d, generator=g)).to(dtype)  # [B, KVH, L, D]; peaked scores
+    v = torch.randn(b, kvh, keys, d, generator=g).to(dtype)
+    mask = torch.ones(b, 1, 1, keys, dtype=torch.bool)
+    mask[0, ..., keys // 2:] = False  # a shorter sequence padded to the batch's span
+    if window is not None and b > 1:
+        mask[-1, ..., : keys - window] = False  # a windowed row sees only its last keys
+    return q, k, v, mask
+
+
+def _exact(q, k, v, mask, scale):
+    q, k, v = q.double(), k.double(), v.double()
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale, enable_gqa=True).squeeze(2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("b,keys", [(1, 64), (3, 128), (4, 37)])
+def test_the_matmul_path_is_as_close_to_exact_attention_as_sdpa(dtype, b, keys):
+    q, k, v, mask = _inputs(b, keys, dtype, window=16)
+    scale = 32 ** -0.5
+    exact = _exact(q, k, v, mask, scale)
+    ours = matmul_decode_attention(q, k, v, mask, scale)
+    sdpa = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale, enable_gqa=True).squeeze(2)
+    assert ours.dtype == dtype and ours.shape == q.shape
+    our_err = (ours.double() - exact).abs().max().item()
+    sdpa_err = (sdpa.double() - exact).abs().max().item()
+    one_ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10  # at |value| near 1
+    assert our_err <= max(sdpa_err, one_ulp), (our_err, sdpa_err)
+
+
+def test_masked_keys_get_no_weight_even_when_their_scores_are_largest():
+    q, k, v, mask = _inputs(2, 32, torch.bfloat16)
+    k[0, :, 16:] = 50 * q[0].view(2, 4, 32)[:, :1].expand(2, 16, 32)  # huge scores on masked keys
+    v[0, :, 16:] = 1e4
+    out = matmul_decode_attention(q, k, v, mask, 32 ** -0.5)
+    assert out[0].abs().max().item() < 10  # no trace of the 1e4 values
+
+
+def test_float32_and_large_half_batches_go_to_sdpa_and_small_half_batches_to_matmuls(monkeypatch):
+    calls = []
+    real = paged_attention.matmul_decode_attention
+    monkeypatch.setattr(paged_attention, "matmul_decode_attention", lambda *a: calls.append(a) or real(*a))
+    for dtype, b, keys in [(torch.float32, 1, 64), (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2),
+                           (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2 + 16)]:
+        q, k, v, mask = _inputs(b, keys, dtype)
+        decode_attention(q, k, v, mask, 0.25)
+    assert [(a[0].dtype, a[1].shape[2]) for a in calls] == [(torch.bfloat16, HALF_MATMUL_MAX_KEYS // 2)]
