@@ -130,7 +130,7 @@ def decode_attention(
     copies of K and V that the matmul path makes cost more than they save.
     """
     b, keys = q.shape[0], k.shape[2]
-    if q.dtype != torch.float32 and b * keys <= HALF_MATMUL_MAX_KEYS:
+    if q.dtype in (torch.bfloat16, torch.float16) and b * keys <= HALF_MATMUL_MAX_KEYS:
         return matmul_decode_attention(q, k, v, mask, scale)
     o = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale, enable_gqa=True)
     return o.squeeze(2)

@@ -48,11 +48,11 @@ def test_masked_keys_get_no_weight_even_when_their_scores_are_largest():
     assert out[0].abs().max().item() < 10  # no trace of the 1e4 values
 
 
-def test_float32_and_large_half_batches_go_to_sdpa_and_small_half_batches_to_matmuls(monkeypatch):
+def test_full_precision_and_large_half_batches_go_to_sdpa_and_small_half_batches_to_matmuls(monkeypatch):
     calls = []
     real = paged_attention.matmul_decode_attention
     monkeypatch.setattr(paged_attention, "matmul_decode_attention", lambda *a: calls.append(a) or real(*a))
-    for dtype, b, keys in [(torch.float32, 1, 64), (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2),
+    for dtype, b, keys in [(torch.float32, 1, 64), (torch.float64, 1, 64), (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2),
                            (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2 + 16)]:
         q, k, v, mask = _inputs(b, keys, dtype)
         decode_attention(q, k, v, mask, 0.25)
