@@ -3,10 +3,10 @@
 `models.paged_attention.decode_attention` skips SDPA for small bf16/fp16
 decode batches because the CPU flash kernel is slow for one query row; this
 script is the evidence for that and for HALF_MATMUL_MAX_KEYS, rerun on the
-machine at hand: for each (batch, key length) it
-gathers K/V from a shuffled page pool, as a decode step does, runs both
-paths on the same inputs, and prints the median microseconds of each, their
-ratio and the largest difference of the outputs. Shapes default to the
+machine at hand. For each (batch, key length) it gathers K/V from a shuffled
+page pool, as a decode step does, runs both paths on the same inputs, and
+prints the median microseconds of each, their ratio and the largest
+difference of the outputs. Shapes default to the
 benchmark model's attention (16 query heads, 8 KV heads, head size 128).
 
     .venv/bin/python -m bench.attention_decode [--dtype bfloat16] [--threads 2]
@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from models.paged_attention import HALF_MATMUL_MAX_KEYS, gather_pages, matmul_decode_attention
 
 PAGE = 16
-SHAPES = [(1, 64), (1, 512), (1, 4096), (1, 8192), (2, 2048), (4, 1024), (8, 128), (8, 512), (16, 256), (32, 64), (32, 512)]
+SHAPES = [(1, 64), (1, 512), (1, 4096), (1, 8192), (2, 2048), (4, 1024),
+          (8, 128), (8, 512), (16, 256), (32, 64), (32, 512)]  # (batch, keys)
 
 
 def _median_us(fn, repeats: int) -> float:

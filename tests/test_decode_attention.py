@@ -52,8 +52,9 @@ def test_full_precision_and_large_half_batches_go_to_sdpa_and_small_half_batches
     calls = []
     real = paged_attention.matmul_decode_attention
     monkeypatch.setattr(paged_attention, "matmul_decode_attention", lambda *a: calls.append(a) or real(*a))
-    for dtype, b, keys in [(torch.float32, 1, 64), (torch.float64, 1, 64), (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2),
-                           (torch.bfloat16, 2, HALF_MATMUL_MAX_KEYS // 2 + 16)]:
+    half = HALF_MATMUL_MAX_KEYS // 2
+    for dtype, b, keys in [(torch.float32, 1, 64), (torch.float64, 1, 64),
+                           (torch.bfloat16, 2, half), (torch.bfloat16, 2, half + 16)]:
         q, k, v, mask = _inputs(b, keys, dtype)
         decode_attention(q, k, v, mask, 0.25)
-    assert [(a[0].dtype, a[1].shape[2]) for a in calls] == [(torch.bfloat16, HALF_MATMUL_MAX_KEYS // 2)]
+    assert [(a[0].dtype, a[1].shape[2]) for a in calls] == [(torch.bfloat16, half)]
