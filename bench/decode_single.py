@@ -19,10 +19,10 @@ import torch
 
 from bench.checkpoints import qwen3_06b
 from models.cpu_features import compute_dtype
-from models import split_precision
-from models.loader import load_model
 from models.model_runner import ModelRunner
 from scheduler.forward_batch import ForwardBatch, SeqChunk
+from server.runtime import build_runtime
+from server.settings import ServeSettings
 
 
 def ours(runner: ModelRunner, prompt: list[int], new_tokens: int) -> float:
@@ -57,13 +57,14 @@ def main(argv=None) -> None:
 
     path = qwen3_06b()
     torch.set_num_threads(args.threads)
-    # What `anchorage serve --dtype bfloat16` runs: the compute dtype the CPU
-    # supports natively (float32 on AVX2-only CPUs) over a bf16 KV pool.
+    # What `anchorage serve --dtype bfloat16` runs, loaded as the server loads it: the compute dtype the
+    # CPU supports natively (float32 on AVX2-only CPUs) over a bf16 KV pool, and the load-time weight
+    # treatments (reordered bf16 weights, tied head included; or half copies where bf16 is emulated).
     compute = compute_dtype(args.compute_dtype, "bfloat16")
-    model = load_model(path, compute)
-    half_rows = split_precision.attach_half_weights(model, torch.bfloat16) if split_precision.applies(
-        args.compute_dtype, "bfloat16", compute) else 0
-    runner = ModelRunner(model, 16, {"full": 64}, torch.bfloat16)
+    settings = ServeSettings(model=path, dtype="bfloat16", compute_dtype=args.compute_dtype, threads=args.threads,
+                             max_model_len=1024, kv_cache_tokens=1024 + 16)
+    runner: ModelRunner = build_runtime(settings)[3]
+    half_rows = max((getattr(m, "max_half_rows", 0) for m in runner.model.modules()), default=0)
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     prompt = list(range(1000, 1032))
     ours(runner, prompt, 8), hf(ref, prompt, 8)  # warm up both

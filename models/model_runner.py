@@ -31,7 +31,7 @@ class ModelRunner:
         spec: ModelSpec = model.spec
         self.model, self.spec, self.page_size = model, spec, page_size
         # The KV pool's dtype; the model may compute in a wider one (cpu_features).
-        self.dtype = kv_dtype or model.model.embed_tokens.weight.dtype
+        self.dtype = kv_dtype or model.model.norm.weight.dtype
         self.num_pages = dict(num_pages)
         self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
         for t in spec.layer_types:

@@ -115,7 +115,8 @@ def build_runtime(s: ServeSettings):
 
     from models import prepacked_linear, sampler, split_precision
     from models.cpu_features import compute_dtype
-    from models.loader import DTYPES, load_model
+    from models.file_embedding import find_stored_tensor
+    from models.loader import DTYPES, load_model, weight_files
     from models.model_runner import ModelRunner
     from models.sampling_processors import sampling_processors
     from models.grammar_vocabulary import grammar_vocabulary
@@ -139,6 +140,10 @@ def build_runtime(s: ServeSettings):
     if prepacked_linear.applies(compute, s.prepacked_weights):
         swapped = prepacked_linear.prepack_linears(model)
         log.info("%d Linear weights reordered into oneDNN's layout (--no-prepacked-weights opts out)", swapped)
+        if spec.tie_word_embeddings:
+            table = find_stored_tensor(weight_files(model_dir), "model.embed_tokens.weight")
+            if prepacked_linear.prepack_tied_head(model, table):
+                log.info("the tied head is reordered too; the embedding reads its rows from %s", table.path.name)
     if split_precision.applies(s.compute_dtype, s.dtype, compute):
         rows = split_precision.attach_half_weights(model, kv_dtype)
         if rows:

@@ -47,7 +47,7 @@ class ServeSettings(BaseSettings):
     compute_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
         "auto", description="dtype weights are held and computed in; auto: --dtype where the CPU has it natively, else float32 plus --dtype copies for calls of few rows where measured faster at load")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (default: all cores)")
-    prepacked_weights: bool = Field(True, description="where the model computes in bf16 natively, reorder its Linear weights at load into oneDNN's blocked layout (decode streams them about twice as fast)")
+    prepacked_weights: bool = Field(True, description="where the model computes in bf16 natively, reorder its Linear weights at load into oneDNN's blocked layout (decode streams them about twice as fast; a tied head too, its embedding rows then read from the checkpoint file)")
 
     max_model_len: int | None = Field(None, ge=16, description="context length per sequence (default: the model's, capped at 32768)")
     page_size: int = Field(16, ge=1, le=1024, description="tokens per KV page")
