@@ -1,13 +1,18 @@
-"""Decode attention in half precision: PyTorch's SDPA against our grouped matmuls.
+"""Decode attention in half precision: PyTorch's SDPA against our grouped matmuls, per layout.
 
-`models.paged_attention.decode_attention` skips SDPA for small bf16/fp16
-decode batches because the CPU flash kernel is slow for one query row; this
-script is the evidence for that and for HALF_MATMUL_MAX_KEYS, rerun on the
-machine at hand. For each (batch, key length) it gathers K/V from a shuffled
-page pool, as a decode step does, runs both paths on the same inputs, and
-prints the median microseconds of each, their ratio and the largest
-difference of the outputs. Shapes default to the
-benchmark model's attention (16 query heads, 8 KV heads, head size 128).
+`models.paged_attention.decode_attention` skips SDPA for most bf16/fp16 decode
+steps because the CPU flash kernel is slow for one query row. Several
+sequences go either to one batched matmul over contiguous copies of K and V
+(small steps) or through the matmuls a sequence at a time on the gathered view
+(larger ones). This script is the evidence for those rules and for
+HALF_MATMUL_MAX_KEYS / BATCHED_HALF_MATMUL_MAX_KEYS, rerun on the machine at
+hand. For each (batch, key length) it gathers K/V from a shuffled page pool,
+as a decode step does, and prints the fastest of interleaved runs, in
+microseconds, of: SDPA on the gathered view and on contiguous copies, the
+batched matmuls on the view and on copies, the matmuls a row at a time on the
+view, and decode_attention itself (with the path it took); then the largest
+difference between SDPA's output and decode_attention's. Shapes default to
+the benchmark model's attention (16 query heads, 8 KV heads, head size 128).
 
     .venv/bin/python -m bench.attention_decode [--dtype bfloat16] [--threads 2]
 """
@@ -15,34 +20,40 @@ benchmark model's attention (16 query heads, 8 KV heads, head size 128).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
-from models.paged_attention import HALF_MATMUL_MAX_KEYS, gather_pages, matmul_decode_attention
+from models import paged_attention
+from models.paged_attention import (BATCHED_HALF_MATMUL_MAX_KEYS, HALF_MATMUL_MAX_KEYS, decode_attention,
+                                    gather_pages, matmul_decode_attention)
 
 PAGE = 16
-SHAPES = [(1, 64), (1, 512), (1, 4096), (1, 8192), (2, 2048), (4, 1024),
-          (8, 128), (8, 512), (16, 256), (32, 64), (32, 512)]  # (batch, keys)
+SHAPES = [(1, 64), (1, 512), (1, 4096), (1, 8192), (2, 256), (2, 2048), (4, 1024),
+          (8, 80), (8, 128), (8, 512), (16, 256), (32, 64), (32, 128), (32, 512)]  # (batch, keys)
 
 
-def _median_us(fn, repeats: int) -> float:
-    fn()  # first call allocates; not timed
-    times = []
+def _best_us(fns: list, repeats: int) -> list[float]:
+    """The fastest of `repeats` runs of each of `fns`, in microseconds, the runs interleaved: on a shared
+    machine the median of back-to-back runs of one path moved by up to 2x between invocations, while the
+    fastest of interleaved runs held still."""
+    for fn in fns:
+        fn()  # first call allocates; not timed
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+        for i, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t)
+    return [t * 1e6 for t in best]
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=128)
@@ -52,8 +63,11 @@ def main(argv=None) -> None:
     dtype = getattr(torch, args.dtype)
     h, kvh, d = args.heads, args.kv_heads, args.head_dim
     scale = d ** -0.5
-    print(f"decode_attention takes the matmul path up to batch x keys = {HALF_MATMUL_MAX_KEYS}")
-    print(f"{'batch':>5} {'keys':>5} {'sdpa us':>9} {'ours us':>9} {'sdpa/ours':>9} {'max diff':>9}")
+    print(f"decode_attention: one sequence by matmuls up to {HALF_MATMUL_MAX_KEYS} keys, SDPA past that; several "
+          f"by one batched matmul over copies up to batch x keys = {BATCHED_HALF_MATMUL_MAX_KEYS}, a row at a "
+          "time past that")
+    print(f"{'batch':>5} {'keys':>5} {'sdpa view':>10} {'sdpa copy':>10} {'mm view':>10} {'mm copy':>10} {'mm by row':>10} "
+          f"{'taken':>8} {'taken us':>9} {'max diff':>9}")
     for b, keys in SHAPES:
         n = keys // PAGE
         k_pages = torch.randn(b * n, PAGE, kvh, d, dtype=dtype)  # [pages, page, KVH, D]
@@ -63,18 +77,37 @@ def main(argv=None) -> None:
         mask = torch.rand(b, 1, 1, keys) < 0.9  # [B, 1, 1, L]
         mask[..., -1] = True  # a decode row always sees its own key
 
-        def sdpa():
-            k, v = gather_pages(k_pages, pages), gather_pages(v_pages, pages)  # [B, KVH, L, D]
-            o = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale, enable_gqa=True)
-            return o.squeeze(2)
+        def gathered(copy: bool):
+            k, v = gather_pages(k_pages, pages), gather_pages(v_pages, pages)  # [B, KVH, L, D] views
+            return (k.contiguous(), v.contiguous()) if copy else (k, v)
 
-        def ours():
-            return matmul_decode_attention(q, gather_pages(k_pages, pages), gather_pages(v_pages, pages), mask, scale)
+        def sdpa(copy: bool):
+            k, v = gathered(copy)
+            return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale,
+                                                  enable_gqa=True).squeeze(2)
 
-        diff = (sdpa().float() - ours().float()).abs().max().item()
-        t_sdpa, t_ours = _median_us(sdpa, args.repeats), _median_us(ours, args.repeats)
-        print(f"{b:>5} {keys:>5} {t_sdpa:>9.0f} {t_ours:>9.0f} {t_sdpa / t_ours:>9.2f} {diff:>9.4f}")
+        def matmuls(copy: bool):
+            return matmul_decode_attention(q, *gathered(copy), mask, scale)
 
+        def by_rows():
+            k, v = gathered(False)
+            return torch.cat([matmul_decode_attention(q[i:i + 1], k[i:i + 1], v[i:i + 1], mask[i:i + 1], scale)
+                              for i in range(b)])
+
+        def taken():
+            return decode_attention(q, *gathered(False), mask, scale)
+
+        path = []
+        real = paged_attention.matmul_decode_attention
+        paged_attention.matmul_decode_attention = lambda *a: path.append(1) or real(*a)
+        try:
+            diff = (sdpa(True).float() - taken().float()).abs().max().item()
+        finally:
+            paged_attention.matmul_decode_attention = real
+        *times, chosen = _best_us([lambda: sdpa(False), lambda: sdpa(True), lambda: matmuls(False),
+                                   lambda: matmuls(True), by_rows, taken], args.repeats)
+        print(f"{b:>5} {keys:>5} " + " ".join(f"{t:>10.0f}" for t in times)
+              + f" {'matmul' if path else 'sdpa':>8} {chosen:>9.0f} {diff:>9.4f}")
 
 if __name__ == "__main__":
     main()

@@ -25,10 +25,13 @@ import torch.nn.functional as F
 from scheduler.forward_batch import ForwardBatch, SeqChunk
 
 
-# Batch size times key span up to which half-precision decode attention uses
-# matmuls rather than SDPA (bench.attention_decode on 2 cores: 1x4096 keys
-# 3.8x faster, 8x512 and 16x256 1.1x, 2x2048 0.9x, 8x1024 and 32x512 0.5x).
+# Half-precision decode attention (decode_attention): one sequence of at most
+# HALF_MATMUL_MAX_KEYS keys by matmuls, more by SDPA; several sequences of at
+# most BATCHED_HALF_MATMUL_MAX_KEYS key positions in all (batch x padded span)
+# by one batched matmul over contiguous copies, more one sequence at a time.
+# `python -m bench.attention_decode` prints every path on the machine at hand.
 HALF_MATMUL_MAX_KEYS = 4096
+BATCHED_HALF_MATMUL_MAX_KEYS = 2048
 
 
 @dataclass
@@ -43,6 +46,7 @@ class DecodePlan:
     rows: torch.Tensor  # [B] rows of the decode tokens in the flattened step
     pages: torch.Tensor  # [B, max_pages] page ids (padded with a valid id)
     mask: torch.Tensor  # [B, 1, 1, max_pages * page_size] bool
+    spans: list[int]  # key positions each row really reads (its pages x page_size); the rest is padding
 
 
 @dataclass
@@ -106,7 +110,8 @@ def plan_group(batch: ForwardBatch, table_of, window: int | None, page: int) -> 
         mask = k_pos <= q_pos
         if window is not None:
             mask &= k_pos > q_pos - window
-        decode = DecodePlan(torch.tensor(decode_rows), torch.tensor(padded), mask[:, None, None, :])
+        decode = DecodePlan(torch.tensor(decode_rows), torch.tensor(padded), mask[:, None, None, :],
+                            [len(t) * page for t in decode_tables])
     return GroupPlan(torch.tensor(slots, dtype=torch.long), decode, prefills)
 
 
@@ -119,21 +124,47 @@ def gather_pages(pages_tensor: torch.Tensor, page_ids: torch.Tensor) -> torch.Te
 
 
 def decode_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
+    spans: list[int] | None = None,
 ) -> torch.Tensor:
-    """One query per sequence. q: [B, H, D]; k, v: [B, KVH, L, D]; mask: [B, 1, 1, L].
+    """One query per sequence. q: [B, H, D]; k, v: [B, KVH, L, D]; mask: [B, 1, 1, L]; spans: the
+    key positions each row really has (the rest of L is padding to the longest), None for all L.
 
-    Returns [B, H, D]. SDPA, except for half-precision batches of at most
-    HALF_MATMUL_MAX_KEYS key positions, where PyTorch's CPU flash kernel is
-    slower for a single query row than `matmul_decode_attention`
-    (`python -m bench.attention_decode` prints both); past that, the float32
-    copies of K and V that the matmul path makes cost more than they save.
+    Returns [B, H, D]. Float32/float64 go to SDPA. In half precision PyTorch's
+    CPU flash kernel is slow for a single query row, so:
+    - one sequence of at most HALF_MATMUL_MAX_KEYS keys: `matmul_decode_attention`
+      on K and V as gathered; longer, SDPA (the float32 copies the matmuls make
+      cost more than they save there);
+    - several sequences of at most BATCHED_HALF_MATMUL_MAX_KEYS key positions
+      in all: one batched matmul over contiguous copies of K and V. Gathered
+      from the pool (gather_pages) they are position-major views whose
+      (batch, head) strides no single batch stride covers, and a batched matmul
+      on them ran about 15 times slower than on a copy (8 sequences of 80 keys
+      at the 0.6B shape: 1,240 us against 83 for the scores). One sequence's
+      view has no such problem;
+    - more: one sequence at a time, each on its own span of the gathered view,
+      as above. No copy, and no work on another row's padding: measured 1.4-4x
+      faster than SDPA or the batched matmuls from 8 sequences of 128 keys
+      up (the same values as the batched matmuls, bit for bit, in that
+      measurement).
     """
     b, keys = q.shape[0], k.shape[2]
-    if q.dtype in (torch.bfloat16, torch.float16) and b * keys <= HALF_MATMUL_MAX_KEYS:
-        return matmul_decode_attention(q, k, v, mask, scale)
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        return _sdpa_decode(q, k, v, mask, scale)
+    if b == 1:
+        if keys <= HALF_MATMUL_MAX_KEYS:
+            return matmul_decode_attention(q, k, v, mask, scale)
+        return _sdpa_decode(q, k.contiguous(), v.contiguous(), mask, scale)
+    if b * keys <= BATCHED_HALF_MATMUL_MAX_KEYS:
+        return matmul_decode_attention(q, k.contiguous(), v.contiguous(), mask, scale)
+    spans = spans or [keys] * b
+    return torch.cat([decode_attention(q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n], mask[i:i + 1, ..., :n], scale)
+                      for i, n in enumerate(spans)])
+
+
+def _sdpa_decode(q, k, v, mask, scale) -> torch.Tensor:
     o = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale, enable_gqa=True)
-    return o.squeeze(2)
+    return o.squeeze(2)  # [B, H, D]
 
 
 def matmul_decode_attention(
@@ -185,7 +216,7 @@ def paged_attention(
         qd = q[dp.rows]  # [B, H, D]
         kd = gather_pages(k_pages, dp.pages).to(q.dtype)  # [B, KVH, L, D]
         vd = gather_pages(v_pages, dp.pages).to(q.dtype)
-        out[dp.rows] = decode_attention(qd, kd, vd, dp.mask, scale)
+        out[dp.rows] = decode_attention(qd, kd, vd, dp.mask, scale, dp.spans)
     for cp in plan.prefills:
         qp = q[cp.token_slice].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
         kp = gather_pages(k_pages, cp.pages).unsqueeze(0).to(q.dtype)  # [1, KVH, L, D]

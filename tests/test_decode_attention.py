@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from models import paged_attention
-from models.paged_attention import HALF_MATMUL_MAX_KEYS, decode_attention, matmul_decode_attention
+from models.paged_attention import (BATCHED_HALF_MATMUL_MAX_KEYS, HALF_MATMUL_MAX_KEYS, decode_attention,
+                                    matmul_decode_attention)
 
 
 def _inputs(b, keys, dtype, h=8, kvh=2, d=32, window=None):
@@ -48,13 +49,50 @@ def test_masked_keys_get_no_weight_even_when_their_scores_are_largest():
     assert out[0].abs().max().item() < 10  # no trace of the 1e4 values
 
 
-def test_full_precision_and_large_half_batches_go_to_sdpa_and_small_half_batches_to_matmuls(monkeypatch):
+def _position_major(x: torch.Tensor) -> torch.Tensor:
+    """The same values laid out as gather_pages returns them: a [B, KVH, L, D] view of [B, L, KVH, D]."""
+    return x.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _matmul_calls(monkeypatch) -> list:
     calls = []
     real = paged_attention.matmul_decode_attention
     monkeypatch.setattr(paged_attention, "matmul_decode_attention", lambda *a: calls.append(a) or real(*a))
-    half = HALF_MATMUL_MAX_KEYS // 2
-    for dtype, b, keys in [(torch.float32, 1, 64), (torch.float64, 1, 64),
-                           (torch.bfloat16, 2, half), (torch.bfloat16, 2, half + 16)]:
+    return calls
+
+
+def test_full_precision_and_one_long_half_sequence_go_to_sdpa_and_the_rest_to_matmuls(monkeypatch):
+    calls = _matmul_calls(monkeypatch)
+    one, several = HALF_MATMUL_MAX_KEYS, BATCHED_HALF_MATMUL_MAX_KEYS // 2
+    for dtype, b, keys in [(torch.float32, 1, 64), (torch.float64, 3, 64),
+                           (torch.bfloat16, 1, one), (torch.bfloat16, 1, one + 16),
+                           (torch.bfloat16, 2, several), (torch.bfloat16, 2, several + 16)]:
         q, k, v, mask = _inputs(b, keys, dtype)
-        decode_attention(q, k, v, mask, 0.25)
-    assert [(a[0].dtype, a[1].shape[2]) for a in calls] == [(torch.bfloat16, half)]
+        decode_attention(q, _position_major(k), _position_major(v), mask, 0.25)
+    assert [(a[0].dtype, a[1].shape[0], a[1].shape[2]) for a in calls] == [
+        (torch.bfloat16, 1, one),  # one sequence: its gathered view as it is
+        (torch.bfloat16, 2, several),  # a small batch: one batched matmul over copies
+        (torch.bfloat16, 1, several + 16), (torch.bfloat16, 1, several + 16)]  # larger: a sequence at a time
+    assert not calls[0][1].is_contiguous()
+    assert calls[1][1].is_contiguous() and calls[1][2].is_contiguous()
+    assert not calls[2][1].is_contiguous()  # a row of the view, not a copy
+
+
+def test_a_sequence_at_a_time_reads_only_its_own_span_and_gives_the_padded_batchs_values(monkeypatch):
+    keys = BATCHED_HALF_MATMUL_MAX_KEYS
+    q, k, v, mask = _inputs(3, keys, torch.bfloat16)
+    spans = [keys, keys // 2, 64]
+    for row, span in enumerate(spans):
+        mask[row, ..., span:] = False  # padding past a row's span is never visible
+    calls = _matmul_calls(monkeypatch)
+    by_rows = decode_attention(q, _position_major(k), _position_major(v), mask, 0.25, spans)
+    assert [a[1].shape[2] for a in calls] == spans
+    batched = matmul_decode_attention(q, k, v, mask, 0.25)
+    assert (by_rows.float() - batched.float()).abs().max().item() <= 2.0 ** -7  # one bf16 step at most
+
+
+@pytest.mark.parametrize("b,keys", [(1, 64), (3, 128), (3, 2048)])
+def test_the_layout_of_the_gathered_keys_changes_no_value(b, keys):
+    q, k, v, mask = _inputs(b, keys, torch.bfloat16, window=16)
+    on_view = decode_attention(q, _position_major(k), _position_major(v), mask, 0.25)
+    assert torch.equal(on_view, decode_attention(q, k, v, mask, 0.25))

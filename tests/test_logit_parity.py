@@ -16,6 +16,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from models import paged_attention
 from models.loader import load_model
 from models.model_runner import ModelRunner
 from scheduler.forward_batch import ForwardBatch, SeqChunk
@@ -110,8 +111,11 @@ def _bf16_tie(ref, prefix: list[int], a: int, b: int) -> bool:
     return abs(row[a].item() - row[b].item()) <= 2 * ulp
 
 
+@pytest.mark.parametrize("decode", ["batched", "a_sequence_at_a_time"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_bfloat16_greedy_tokens_match_generate_for_20_steps(tiny_checkpoint, family):
+def test_bfloat16_greedy_tokens_match_generate_for_20_steps(tiny_checkpoint, family, decode, monkeypatch):
+    if decode == "a_sequence_at_a_time":  # the path larger steps take (paged_attention.decode_attention)
+        monkeypatch.setattr(paged_attention, "BATCHED_HALF_MATMUL_MAX_KEYS", 0)
     path = tiny_checkpoint(family, **FAMILIES[family])
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     prompts = _prompts(ref.config.vocab_size)
