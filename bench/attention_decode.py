@@ -66,8 +66,8 @@ def main(argv=None) -> None:
     print(f"decode_attention: one sequence by matmuls up to {HALF_MATMUL_MAX_KEYS} keys, SDPA past that; several "
           f"by one batched matmul over copies up to batch x keys = {BATCHED_HALF_MATMUL_MAX_KEYS}, a row at a "
           "time past that")
-    print(f"{'batch':>5} {'keys':>5} {'sdpa view':>10} {'sdpa copy':>10} {'mm view':>10} {'mm copy':>10} {'mm by row':>10} "
-          f"{'taken':>8} {'taken us':>9} {'max diff':>9}")
+    print(f"{'batch':>5} {'keys':>5} {'sdpa view':>10} {'sdpa copy':>10} {'mm view':>10} {'mm copy':>10} "
+          f"{'mm by row':>10} {'taken':>8} {'taken us':>9} {'max diff':>9}")
     for b, keys in SHAPES:
         n = keys // PAGE
         k_pages = torch.randn(b * n, PAGE, kvh, d, dtype=dtype)  # [pages, page, KVH, D]
@@ -108,6 +108,7 @@ def main(argv=None) -> None:
                                    lambda: matmuls(True), by_rows, taken], args.repeats)
         print(f"{b:>5} {keys:>5} " + " ".join(f"{t:>10.0f}" for t in times)
               + f" {'matmul' if path else 'sdpa':>8} {chosen:>9.0f} {diff:>9.4f}")
+
 
 if __name__ == "__main__":
     main()
