@@ -2,11 +2,12 @@
 
 `models.paged_attention.decode_attention` skips SDPA for most bf16/fp16 decode
 steps because the CPU flash kernel is slow for one query row. Several
-sequences go either to one batched matmul over contiguous copies of K and V
-(small steps) or through the matmuls a sequence at a time on the gathered view
-(larger ones). This script is the evidence for those rules and for
-HALF_MATMUL_MAX_KEYS / BATCHED_HALF_MATMUL_MAX_KEYS, rerun on the machine at
-hand. For each (batch, key length) it gathers K/V from a shuffled page pool,
+sequences go to batched matmuls over contiguous copies of K and V, a few rows
+to a chunk (`rows_per_chunk`), or through the matmuls a sequence at a time on
+the gathered view (long spans). This script shows the kernels behind those
+rules and HALF_MATMUL_MAX_KEYS / HALF_MATMUL_CHUNK_KEYS, rerun on the machine
+at hand; the chunk size itself was chosen on engine steps, where the copies
+compete with the rest of the step for the caches. For each (batch, key length) it gathers K/V from a shuffled page pool,
 as a decode step does, and prints the fastest of interleaved runs, in
 microseconds, of: SDPA on the gathered view and on contiguous copies, the
 batched matmuls on the view and on copies, the matmuls a row at a time on the
@@ -26,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from models import paged_attention
-from models.paged_attention import (BATCHED_HALF_MATMUL_MAX_KEYS, HALF_MATMUL_MAX_KEYS, decode_attention,
-                                    gather_pages, matmul_decode_attention)
+from models.paged_attention import (HALF_MATMUL_CHUNK_KEYS, HALF_MATMUL_MAX_KEYS, decode_attention, gather_pages,
+                                    matmul_decode_attention)
 
 PAGE = 16
 SHAPES = [(1, 64), (1, 512), (1, 4096), (1, 8192), (2, 256), (2, 2048), (4, 1024),
@@ -64,8 +65,8 @@ def main(argv=None) -> None:
     h, kvh, d = args.heads, args.kv_heads, args.head_dim
     scale = d ** -0.5
     print(f"decode_attention: one sequence by matmuls up to {HALF_MATMUL_MAX_KEYS} keys, SDPA past that; several "
-          f"by one batched matmul over copies up to batch x keys = {BATCHED_HALF_MATMUL_MAX_KEYS}, a row at a "
-          "time past that")
+          f"by batched matmuls over copies in chunks of at most {HALF_MATMUL_CHUNK_KEYS} key positions (two rows "
+          "while a span fits), a row at a time for longer spans")
     print(f"{'batch':>5} {'keys':>5} {'sdpa view':>10} {'sdpa copy':>10} {'mm view':>10} {'mm copy':>10} "
           f"{'mm by row':>10} {'taken':>8} {'taken us':>9} {'max diff':>9}")
     for b, keys in SHAPES:

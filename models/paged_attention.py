@@ -9,9 +9,9 @@ of the same group: which pool slots the new tokens are written to, which pages
 each query reads, and the boolean masks (causal, and for windowed layers
 "key k is visible from query q iff k > q - window"). The decode queries of all
 sequences are gathered together, their keys padded to the longest span, and
-`decode_attention` attends them in one call or, for large half-precision
-steps, a sequence at a time on its own span; each prefill chunk gets its own
-SDPA call, since its queries differ in length.
+`decode_attention` attends them in one call or, in half precision, in
+chunks of a few sequences or a sequence at a time on its own span; each
+prefill chunk gets its own SDPA call, since its queries differ in length.
 
 Windowed layers read only the pages covering `[start - window + 1, end)`, so a
 window slide may release everything earlier without this code noticing.
@@ -28,12 +28,20 @@ from scheduler.forward_batch import ForwardBatch, SeqChunk
 
 
 # Half-precision decode attention (decode_attention): one sequence of at most
-# HALF_MATMUL_MAX_KEYS keys by matmuls, more by SDPA; several sequences of at
-# most BATCHED_HALF_MATMUL_MAX_KEYS key positions in all (batch x padded span)
-# by one batched matmul over contiguous copies, more one sequence at a time.
+# HALF_MATMUL_MAX_KEYS keys by matmuls, more by SDPA; several sequences by
+# batched matmuls over contiguous copies, in chunks of `rows_per_chunk` rows
+# (at most HALF_MATMUL_CHUNK_KEYS key positions, rows x padded span, but two
+# rows together while a span fits in it), or a row at a time past that.
 # `python -m bench.attention_decode` prints every path on the machine at hand.
 HALF_MATMUL_MAX_KEYS = 4096
-BATCHED_HALF_MATMUL_MAX_KEYS = 4096
+HALF_MATMUL_CHUNK_KEYS = 2048
+
+
+def rows_per_chunk(keys: int) -> int:
+    """How many sequences whose keys are padded to `keys` share one batched matmul; 1 is a row at a time."""
+    if keys > HALF_MATMUL_CHUNK_KEYS:
+        return 1
+    return max(2, HALF_MATMUL_CHUNK_KEYS // keys)
 
 
 @dataclass
@@ -138,22 +146,25 @@ def decode_attention(
       on K and V as gathered; longer, SDPA on contiguous copies (the float32
       copies the matmuls make cost more than they save there, and SDPA ran
       faster on copies than on the gathered view at 8,192 keys);
-    - several sequences of at most BATCHED_HALF_MATMUL_MAX_KEYS key positions
-      in all: one batched matmul over contiguous copies of K and V. Gathered
-      from the pool (gather_pages) they are position-major views whose
-      (batch, head) strides no single batch stride covers, and a batched matmul
-      on them ran about 15 times slower than on a copy (8 sequences of 80 keys
-      at the 0.6B shape: 1,240 us against 83 for the scores). One sequence's
-      view has no such problem;
-    - more: one sequence at a time, each on its own span of the gathered view,
-      as above: no copy, and no work on another row's padding, but a Python
-      round per row.
-    Measured as engine decode steps at the 0.6B shape (bf16, 2 cores), batched
-    copies against a row at a time: 32 sequences of 128 keys 325 against 484
-    ms, 2 of 2,048 281 against 382, 4 of 1,024 258-297 against 335-350; past
-    4,096 positions 16 of 512 1,537 against 522 and 32 of 256 1,575 against
-    533, while 8 of 1,024 went the other way (513 against 598). The two ways
-    gave the same values, bit for bit, in the kernel measurement.
+    - several sequences: batched matmuls over contiguous copies of K and V,
+      `rows_per_chunk` rows at a time, each chunk cut to its longest span.
+      Gathered from the pool (gather_pages) K and V are position-major views
+      whose (batch, head) strides no single batch stride covers, and a batched
+      matmul on them ran about 15 times slower than on a copy (8 sequences of
+      80 keys at the 0.6B shape: 1,240 us against 83 for the scores). One
+      chunk for the whole batch made float32 copies of tens of MB that ran
+      slower than a row at a time; chunks of a couple of thousand key
+      positions stay small enough to run fast;
+    - spans past HALF_MATMUL_CHUNK_KEYS: one sequence at a time, each on its
+      own span of the gathered view, as above: no copy, and no work on another
+      row's padding, but a Python round per row.
+    Measured as engine decode steps at the 0.6B shape (bf16, 2 cores, median
+    step, the two rules alternated in one process), chunks against the
+    previous rule (the whole batch in one chunk up to 4,096 positions, else a
+    row at a time), sequences x prompt tokens: 32 x 128 345 against 423 ms,
+    32 x 256 527 against 576, 24 x 192 379 against 485, 16 x 480 429 against
+    727, 16 x 512 428 against 630, 8 x 1,000 386 against 530; the same within
+    3% at 32 x 48, 8 x 128, 4 x 1,000 and 2 x 2,032.
     """
     b, keys = q.shape[0], k.shape[2]
     if q.dtype not in (torch.bfloat16, torch.float16):
@@ -162,11 +173,18 @@ def decode_attention(
         if keys <= HALF_MATMUL_MAX_KEYS:
             return matmul_decode_attention(q, k, v, mask, scale)
         return _sdpa_decode(q, k.contiguous(), v.contiguous(), mask, scale)
-    if b * keys <= BATCHED_HALF_MATMUL_MAX_KEYS:
-        return matmul_decode_attention(q, k.contiguous(), v.contiguous(), mask, scale)
     spans = spans or [keys] * b
-    return torch.cat([decode_attention(q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n], mask[i:i + 1, ..., :n], scale)
-                      for i, n in enumerate(spans)])
+    per = rows_per_chunk(keys)
+    if per == 1:
+        return torch.cat([decode_attention(q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n], mask[i:i + 1, ..., :n],
+                                           scale) for i, n in enumerate(spans)])
+    outs = []
+    for first in range(0, b, per):
+        rows = slice(first, first + per)
+        n = max(spans[rows])  # this chunk's longest span; the rest of the batch's padding is not computed
+        outs.append(matmul_decode_attention(q[rows], k[rows, :, :n].contiguous(), v[rows, :, :n].contiguous(),
+                                            mask[rows, ..., :n], scale))
+    return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
 def _sdpa_decode(q, k, v, mask, scale) -> torch.Tensor:

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from models import paged_attention
-from models.paged_attention import (BATCHED_HALF_MATMUL_MAX_KEYS, HALF_MATMUL_MAX_KEYS, decode_attention,
-                                    matmul_decode_attention)
+from models.paged_attention import (HALF_MATMUL_CHUNK_KEYS, HALF_MATMUL_MAX_KEYS, decode_attention,
+                                    matmul_decode_attention, rows_per_chunk)
 
 
 def _inputs(b, keys, dtype, h=8, kvh=2, d=32, window=None):
@@ -63,23 +63,47 @@ def _matmul_calls(monkeypatch) -> list:
 
 def test_full_precision_and_one_long_half_sequence_go_to_sdpa_and_the_rest_to_matmuls(monkeypatch):
     calls = _matmul_calls(monkeypatch)
-    one, several = HALF_MATMUL_MAX_KEYS, BATCHED_HALF_MATMUL_MAX_KEYS // 2
+    one, chunk = HALF_MATMUL_MAX_KEYS, HALF_MATMUL_CHUNK_KEYS
     for dtype, b, keys in [(torch.float32, 1, 64), (torch.float64, 3, 64),
                            (torch.bfloat16, 1, one), (torch.bfloat16, 1, one + 16),
-                           (torch.bfloat16, 2, several), (torch.bfloat16, 2, several + 16)]:
+                           (torch.bfloat16, 2, chunk), (torch.bfloat16, 2, chunk + 16)]:
         q, k, v, mask = _inputs(b, keys, dtype)
         decode_attention(q, _position_major(k), _position_major(v), mask, 0.25)
     assert [(a[0].dtype, a[1].shape[0], a[1].shape[2]) for a in calls] == [
         (torch.bfloat16, 1, one),  # one sequence: its gathered view as it is
-        (torch.bfloat16, 2, several),  # a small batch: one batched matmul over copies
-        (torch.bfloat16, 1, several + 16), (torch.bfloat16, 1, several + 16)]  # larger: a sequence at a time
+        (torch.bfloat16, 2, chunk),  # two sequences within a chunk's span: one batched matmul over copies
+        (torch.bfloat16, 1, chunk + 16), (torch.bfloat16, 1, chunk + 16)]  # longer: a sequence at a time
     assert not calls[0][1].is_contiguous()
     assert calls[1][1].is_contiguous() and calls[1][2].is_contiguous()
     assert not calls[2][1].is_contiguous()  # a row of the view, not a copy
 
 
+def test_a_chunk_holds_at_most_its_key_positions_but_never_fewer_than_two_rows_within_its_span():
+    assert rows_per_chunk(64) == HALF_MATMUL_CHUNK_KEYS // 64
+    assert rows_per_chunk(HALF_MATMUL_CHUNK_KEYS // 2) == 2
+    assert rows_per_chunk(HALF_MATMUL_CHUNK_KEYS // 2 + 16) == 2  # two rows, though past the positions
+    assert rows_per_chunk(HALF_MATMUL_CHUNK_KEYS) == 2
+    assert rows_per_chunk(HALF_MATMUL_CHUNK_KEYS + 16) == 1
+
+
+def test_chunks_cover_every_row_once_each_cut_to_its_longest_span_and_give_the_padded_batchs_values(monkeypatch):
+    keys = HALF_MATMUL_CHUNK_KEYS // 4  # four rows to a chunk
+    b = 10  # two full chunks and a tail of two
+    q, k, v, mask = _inputs(b, keys, torch.bfloat16)
+    spans = [keys, 64, 64, 64, 128, 96, 64, 32, 16, 48]
+    for row, span in enumerate(spans):
+        mask[row, ..., :] = False
+        mask[row, ..., :span] = True  # a row sees its own span, never the padding past it
+    calls = _matmul_calls(monkeypatch)
+    chunked = decode_attention(q, _position_major(k), _position_major(v), mask, 0.25, spans)
+    assert [(a[0].shape[0], a[1].shape[2]) for a in calls] == [(4, keys), (4, 128), (2, 48)]
+    assert all(a[1].is_contiguous() and a[2].is_contiguous() for a in calls)
+    whole = matmul_decode_attention(q, k, v, mask, 0.25)
+    assert (chunked.float() - whole.float()).abs().max().item() <= 2.0 ** -7  # one bf16 step at most
+
+
 def test_a_sequence_at_a_time_reads_only_its_own_span_and_gives_the_padded_batchs_values(monkeypatch):
-    keys = BATCHED_HALF_MATMUL_MAX_KEYS
+    keys = HALF_MATMUL_CHUNK_KEYS + 16  # past a chunk's span: a row at a time
     q, k, v, mask = _inputs(3, keys, torch.bfloat16)
     spans = [keys, keys // 2, 64]
     for row, span in enumerate(spans):

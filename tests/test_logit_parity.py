@@ -111,11 +111,16 @@ def _bf16_tie(ref, prefix: list[int], a: int, b: int) -> bool:
     return abs(row[a].item() - row[b].item()) <= 2 * ulp
 
 
-@pytest.mark.parametrize("decode", ["batched", "a_sequence_at_a_time"])
+# How many sequences share a batched matmul in decode (paged_attention.rows_per_chunk): these tiny
+# prompts fit one chunk; larger steps take chunks of a few, or a sequence at a time.
+ROWS_PER_CHUNK = {"one_chunk": None, "chunks_of_two": 2, "a_sequence_at_a_time": 1}
+
+
+@pytest.mark.parametrize("decode", list(ROWS_PER_CHUNK))
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_bfloat16_greedy_tokens_match_generate_for_20_steps(tiny_checkpoint, family, decode, monkeypatch):
-    if decode == "a_sequence_at_a_time":  # the path larger steps take (paged_attention.decode_attention)
-        monkeypatch.setattr(paged_attention, "BATCHED_HALF_MATMUL_MAX_KEYS", 0)
+    if ROWS_PER_CHUNK[decode] is not None:
+        monkeypatch.setattr(paged_attention, "rows_per_chunk", lambda keys: ROWS_PER_CHUNK[decode])
     path = tiny_checkpoint(family, **FAMILIES[family])
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     prompts = _prompts(ref.config.vocab_size)
