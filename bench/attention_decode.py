@@ -6,9 +6,10 @@ sequences go to batched matmuls over contiguous copies of K and V, a few rows
 to a chunk (`rows_per_chunk`), or through the matmuls a sequence at a time on
 the gathered view (long spans). This script shows the kernels behind those
 rules and HALF_MATMUL_MAX_KEYS / HALF_MATMUL_CHUNK_KEYS, rerun on the machine
-at hand; the chunk size itself was chosen on engine steps, where the copies
-compete with the rest of the step for the caches. For each (batch, key length) it gathers K/V from a shuffled page pool,
-as a decode step does, and prints the fastest of interleaved runs, in
+at hand; the chunk size itself was chosen on engine steps (the figures are in
+decode_attention's docstring), where kernel timings alone ranked the rules
+differently. For each (batch, key length) it gathers K/V from a shuffled page
+pool, as a decode step does, and prints the fastest of interleaved runs, in
 microseconds, of: SDPA on the gathered view and on contiguous copies, the
 batched matmuls on the view and on copies, the matmuls a row at a time on the
 view, and decode_attention itself (with the path it took); then the largest
