@@ -1,6 +1,6 @@
 """`make bench`: anchorage against its peers, side by side in one run -> docs/benchmarks.md.
 
-    .venv/bin/python -m bench.run [--short] [--only single c8 c32 agent slots]
+    .venv/bin/python -m bench.run [--short] [--only single c8 c32 long agent slots]
                                   [--peers anchorage transformers llama-server llama-cpp-python generate]
 
 Builds the Qwen3-0.6B-shaped bf16 checkpoints (bench.checkpoints, with the
@@ -37,7 +37,7 @@ from bench.vocab import full_vocab
 from bench.workloads import FULL, SHORT, load_requests
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-LOAD = ("single", "c8", "c32")
+LOAD = ("single", "c8", "c32", "long")
 WORKLOADS = (*LOAD, "agent", "slots")
 GENERATE = "transformers generate (in-process)"
 PEERS_TEXT = [
@@ -141,7 +141,7 @@ def main(argv=None) -> None:
             unavailable[peer.name] = str(exc)
             print(f"[bench] {peer.name} cannot run: {exc}", flush=True)
 
-    specs = [s for s in (sizes.single, sizes.c8, sizes.c32) if s.name in args.only]
+    specs = [s for s in (sizes.single, sizes.c8, sizes.c32, sizes.long) if s.name in args.only]
     runs: dict[str, dict[str, list[LoadSummary]]] = {}
     notes: dict[str, dict[str, str]] = {}
     hf_model = None

@@ -43,6 +43,7 @@ class Sizes:
     single: LoadSpec
     c8: LoadSpec
     c32: LoadSpec
+    long: LoadSpec  # an agent's regime: a few streams, each over a long prompt (tools, history)
     slot_prefix: int
 
 
@@ -56,6 +57,7 @@ FULL = Sizes(
     single=LoadSpec("single", "single stream", 1, (32, 32), (32, 32), 1000),
     c8=LoadSpec("c8", "8 concurrent streams", 8, (16, 128), (8, 24), 2000),
     c32=LoadSpec("c32", "32 concurrent streams", 32, (16, 64), (4, 12), 3000),
+    long=LoadSpec("long", "8 concurrent streams over long prompts", 8, (768, 1024), (16, 32), 4000),
     slot_prefix=4096,
 )
 SHORT = Sizes(
@@ -63,6 +65,7 @@ SHORT = Sizes(
     single=LoadSpec("single", "single stream", 1, (16, 16), (8, 8), 1000),
     c8=LoadSpec("c8", "8 concurrent streams", 8, (8, 64), (2, 6), 2000),
     c32=LoadSpec("c32", "32 concurrent streams", 32, (8, 32), (2, 4), 3000),
+    long=LoadSpec("long", "8 concurrent streams over long prompts", 8, (192, 256), (2, 4), 4000),
     slot_prefix=1024,
 )
 
