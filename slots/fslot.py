@@ -302,23 +302,25 @@ def read_slot_file(path: Path, max_bytes: int | None = None) -> UnverifiedSlot:
                                   f"the file is {info.st_size} bytes, over --max-slot-file-bytes {max_bytes}")
         # The prefix first: a file that is not a slot file (or not this size) is refused before the
         # rest of it is read -- a multi-GB stray file costs 56 bytes, not its size in memory and time.
-        prefix = _read_into(f, bytearray(min(PREFIX_LEN, info.st_size)), 0)
+        prefix = bytearray(min(PREFIX_LEN, info.st_size))
+        del prefix[_read_into(f, memoryview(prefix), 0):]
         check_prefix(prefix, info.st_size)
-        buffer = bytearray(info.st_size)
-        buffer[:len(prefix)] = prefix
-        buffer = _read_into(f, buffer, len(prefix))
+        # Uninitialised, not bytearray(n): that zero-fills every page before the read writes it again,
+        # about 0.4 s of a 1.8 s restore of a 448 MiB file in the server (the read is one copy anyway).
+        buffer = np.empty(info.st_size, dtype=np.uint8)
+        view = memoryview(buffer)
+        view[:len(prefix)] = prefix
+        filled = _read_into(f, view, len(prefix))
     # A file that shrank while being read comes back short: decode reports it as truncated.
-    return decode(buffer)
+    return decode(view[:filled])
 
 
-def _read_into(f, buffer: bytearray, filled: int) -> bytearray:
-    """Fill `buffer` from `f` past its first `filled` bytes (a raw read may return less than asked);
-    cut it to what was read, should the file end sooner."""
-    with memoryview(buffer) as view:
-        while filled < len(buffer):
-            got = f.readinto(view[filled:])
-            if not got:
-                break
-            filled += got
-    del buffer[filled:]
-    return buffer
+def _read_into(f, view: memoryview, filled: int) -> int:
+    """Fill `view` from `f` past its first `filled` bytes (a raw read may return less than asked);
+    returns how many bytes it holds, fewer should the file end sooner."""
+    while filled < len(view):
+        got = f.readinto(view[filled:])
+        if not got:
+            break
+        filled += got
+    return filled

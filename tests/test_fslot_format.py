@@ -346,3 +346,17 @@ def test_a_file_over_the_servers_own_limit_is_refused_on_the_size_of_what_was_op
     with pytest.raises(SlotFormatError) as caught:
         read_slot_file(path, max_bytes=len(data) - 1)
     assert caught.value.check == "too_large" and "--max-slot-file-bytes" in str(caught.value)
+
+
+def test_a_file_that_shrinks_while_it_is_read_is_refused_as_truncated_and_never_read_past_its_end(tmp_path,
+                                                                                              monkeypatch):
+    path = tmp_path / "s.fslot"
+    data = encode(identity(), payload())
+    path.write_bytes(data)
+    whole = os.stat(path)
+    os.truncate(path, len(data) - 100)  # cut after its size was taken: the descriptor still says the old size
+    real_fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: whole if real_fstat(fd).st_ino == whole.st_ino else real_fstat(fd))
+    with pytest.raises(SlotFormatError) as caught:
+        read_slot_file(path)
+    assert caught.value.check == "truncated"
