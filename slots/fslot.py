@@ -303,7 +303,9 @@ def read_slot_file(path: Path, max_bytes: int | None = None) -> UnverifiedSlot:
         # The prefix first: a file that is not a slot file (or not this size) is refused before the
         # rest of it is read -- a multi-GB stray file costs 56 bytes, not its size in memory and time.
         prefix = bytearray(min(PREFIX_LEN, info.st_size))
-        del prefix[_read_into(f, memoryview(prefix), 0):]
+        with memoryview(prefix) as into:  # released before the cut below: a viewed bytearray cannot shrink
+            got = _read_into(f, into, 0)
+        del prefix[got:]
         check_prefix(prefix, info.st_size)
         # Uninitialised, not bytearray(n): that zero-fills every page before the read writes it again,
         # about 0.4 s of a 1.8 s restore of a 448 MiB file in the server (the read is one copy anyway).
