@@ -88,8 +88,8 @@ class FileEmbedding(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         # input_ids: [...] -> [..., embedding_dim] in self.dtype
-        ids = input_ids.reshape(-1).tolist()
-        distinct = sorted(set(ids))
+        distinct_ids, inverse = torch.unique(input_ids.reshape(-1), sorted=True, return_inverse=True)
+        distinct = distinct_ids.tolist()  # each row is read once however often its token repeats
         if distinct and (distinct[0] < 0 or distinct[-1] >= self.num_embeddings):
             raise IndexError(f"token id {distinct[0] if distinct[0] < 0 else distinct[-1]} is outside the "
                              f"embedding's {self.num_embeddings} rows")
@@ -103,8 +103,7 @@ class FileEmbedding(nn.Module):
                                    "embedding is cut off): the checkpoint was changed under the server")
         rows = torch.from_numpy(np.frombuffer(buffer, dtype=self._read_as).reshape(len(distinct), self.embedding_dim))
         rows = rows.view(self._stored_as).to(self.dtype)  # [distinct, dim]
-        where = {token: j for j, token in enumerate(distinct)}
-        picked = rows[torch.tensor([where[t] for t in ids], dtype=torch.long)]  # [T, dim]
+        picked = rows[inverse]  # [T, dim]
         return picked.reshape(*input_ids.shape, self.embedding_dim)
 
     def extra_repr(self) -> str:
