@@ -360,3 +360,37 @@ def test_a_file_that_shrinks_while_it_is_read_is_refused_as_truncated_and_never_
     with pytest.raises(SlotFormatError) as caught:
         read_slot_file(path)
     assert caught.value.check == "truncated"
+
+
+def test_a_file_read_in_many_chunks_is_hashed_whole_while_it_is_read(tmp_path, monkeypatch):
+    import slots.fslot as fslot
+
+    path = tmp_path / "s.fslot"
+    data = encode(identity(), payload(first_held=(0, 1)))
+    path.write_bytes(data)
+    monkeypatch.setattr(fslot, "READ_CHUNK_BYTES", 7)  # a chunk boundary inside the prefix, header and body
+    hashed = []
+    real = fslot._read_hashing
+    monkeypatch.setattr(fslot, "_read_hashing",
+                        lambda f, view, filled, hash_part: real(f, view, filled,
+                                                                 lambda part: (hashed.append(bytes(part)),
+                                                                               hash_part(part))))
+    slot = read_slot_file(path)
+    assert b"".join(hashed) == data[PREFIX_LEN:] and len(hashed) > 10
+    assert_same_payload(slot.verify(identity()), payload(first_held=(0, 1)))
+
+
+@pytest.mark.parametrize("where", ["first_chunk_after_the_prefix", "a_middle_chunk", "the_last_byte"])
+def test_a_flipped_byte_in_any_chunk_of_the_read_is_caught_by_the_digest(tmp_path, monkeypatch, where):
+    import slots.fslot as fslot
+
+    data = bytearray(encode(identity(), payload()))
+    at = {"first_chunk_after_the_prefix": PREFIX_LEN + 1, "a_middle_chunk": len(data) // 2,
+          "the_last_byte": len(data) - 1}[where]
+    data[at] ^= 0x01
+    path = tmp_path / "s.fslot"
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(fslot, "READ_CHUNK_BYTES", 16)
+    with pytest.raises(SlotFormatError) as caught:
+        read_slot_file(path)
+    assert caught.value.check == "digest"
