@@ -101,9 +101,11 @@ class ModelRunner:
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    # `t` is index_select's fresh tensor, never a view of the pages: the array shares its memory and keeps
+    # it alive, so a later write to the pages cannot reach it. A .copy() here copied a 448 MiB snapshot twice.
     if t.dtype == torch.bfloat16:
-        return t.contiguous().view(torch.uint16).numpy().copy()
-    return t.contiguous().numpy().copy()
+        return t.contiguous().view(torch.uint16).numpy()
+    return t.contiguous().numpy()
 
 
 def _from_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:

@@ -18,8 +18,10 @@ Why it is shaped so:
   `verify(serving_identity)`, so a slot of another checkpoint cannot be
   loaded by forgetting a check. The per-layer views are built only after
   that check, so their count is bounded by the serving model too.
-- `write_to` streams: it hashes the arrays in place, then writes them in
-  place, so a multi-hundred-MB slot is never concatenated in memory.
+- `write_to` streams: it hashes the arrays in place and writes them in
+  place, so a multi-hundred-MB slot is never concatenated in memory. Into
+  a seekable file it does both at once (the digest goes in last, over a
+  placeholder); into a stream, hashing first.
 - `read_slot_file` hashes while it reads: a second thread hashes each
   chunk as it arrives (hashlib releases the GIL), so a restore waits for
   the slower of reading and hashing, not for both one after the other.
@@ -177,16 +179,43 @@ def write_to(fileobj: BinaryIO, identity: SlotIdentity, payload: SlotPayload) ->
     """
     header, chunks = _plan(identity, payload)
     body_len = sum(chunk.nbytes for chunk in chunks)
-    digest = hashlib.sha256(header)
-    for chunk in chunks:
-        digest.update(chunk)
     version = VERSION_FULL if _all_layers_full(payload) else VERSION_SUFFIX
-    prefix = PREFIX.pack(MAGIC, version, len(header), body_len, digest.digest())
-    fileobj.write(prefix)
+    digest = hashlib.sha256(header)
+    if not _seekable(fileobj):
+        for chunk in chunks:
+            digest.update(chunk)
+        fileobj.write(PREFIX.pack(MAGIC, version, len(header), body_len, digest.digest()))
+        fileobj.write(header)
+        for chunk in chunks:
+            fileobj.write(chunk)
+        return PREFIX_LEN + len(header) + body_len
+    # The digest heads the file but is known only once the body is hashed: write a placeholder prefix,
+    # the header and the body while a second thread hashes the body (hashlib and file writes both let go
+    # of the GIL), then the real prefix over the placeholder. The save waits for the slower of hashing
+    # and writing, not their sum.
+    start = fileobj.tell()
+    fileobj.write(bytes(PREFIX_LEN))
     fileobj.write(header)
-    for chunk in chunks:
-        fileobj.write(chunk)
-    return len(prefix) + len(header) + body_len
+    with ThreadPoolExecutor(1, thread_name_prefix="fslot-hash") as hasher:  # one worker: updates in order
+        updates = [hasher.submit(digest.update, chunk) for chunk in chunks]
+        try:
+            for chunk in chunks:
+                fileobj.write(chunk)
+        except BaseException:
+            hasher.shutdown(cancel_futures=True)  # a failed write (disk full) need not wait for the hash
+            raise
+    for update in updates:
+        update.result()  # re-raises, should one have failed
+    end = fileobj.tell()
+    fileobj.seek(start)
+    fileobj.write(PREFIX.pack(MAGIC, version, len(header), body_len, digest.digest()))
+    fileobj.seek(end)
+    return PREFIX_LEN + len(header) + body_len
+
+
+def _seekable(fileobj) -> bool:
+    seekable = getattr(fileobj, "seekable", None)
+    return bool(seekable and seekable())
 
 
 def _all_layers_full(payload: SlotPayload) -> bool:

@@ -394,3 +394,30 @@ def test_a_flipped_byte_in_any_chunk_of_the_read_is_caught_by_the_digest(tmp_pat
     with pytest.raises(SlotFormatError) as caught:
         read_slot_file(path)
     assert caught.value.check == "digest"
+
+
+def test_a_seekable_file_and_a_stream_get_the_same_bytes_wherever_the_file_starts():
+    streamed = []
+
+    class Stream:  # no seek: the writer hashes first, then writes
+        def write(self, chunk):
+            streamed.append(bytes(memoryview(chunk).cast("B")))
+
+    written = write_to(Stream(), identity("bf16"), payload("bf16", first_held=(2, 0)))
+    out = io.BytesIO()
+    out.write(b"already here")
+    assert write_to(out, identity("bf16"), payload("bf16", first_held=(2, 0))) == written
+    assert out.getvalue() == b"already here" + b"".join(streamed)
+    assert out.tell() == len(out.getvalue())  # left at the end, as a stream would be
+    assert decode(b"".join(streamed)).verify(identity("bf16")).positions == 5
+
+
+def test_a_write_that_fails_midway_raises_the_write_error_itself():
+    class Full(io.BytesIO):
+        def write(self, chunk):
+            if self.tell() > PREFIX_LEN + 100:
+                raise OSError(28, "No space left on device")
+            return super().write(chunk)
+
+    with pytest.raises(OSError, match="No space"):
+        write_to(Full(), identity(), payload())
