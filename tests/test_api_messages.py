@@ -140,6 +140,15 @@ def test_a_system_prompt_and_a_failed_tool_result_reach_the_prompt(client, model
      400, "invalid_request_error", "messages.0.content.0.type"),
     ({"max_tokens": 4, "messages": ASK, "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
      400, "invalid_request_error", "tools.0.type"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "AA=="}}]}]},
+     400, "invalid_request_error", "messages.0.content.0.source.type"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "document", "source": {"type": "content", "content": [{"type": "image", "source": {}}]}}]}]},
+     400, "invalid_request_error", "messages.0.content.0.source.content.0.type"),
+    ({"max_tokens": 4, "messages": [*ASK, {"role": "assistant", "content": [
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "a"}}]}]},
+     400, "invalid_request_error", "messages.1.content.0.type"),
     ({"max_tokens": 4, "messages": ASK, "tool_choice": {"type": "tool"}}, 400, "invalid_request_error",
      "tool_choice.name"),
     ({"max_tokens": 4, "messages": ASK, "thinking": {"type": "enabled"}}, 400, "invalid_request_error",
@@ -364,3 +373,30 @@ def test_a_finished_call_a_stop_sequence_then_cut_is_still_tool_use(client, mode
                                      thinking={"type": "disabled"}, stop_sequences=["</tool_call>"],
                                      extra_body=GREEDY)
     assert [b.type for b in message.content] == ["tool_use"] and message.stop_reason == "tool_use"
+
+
+def test_a_text_document_reaches_the_prompt_with_its_title_and_context_in_a_user_turn_and_a_tool_result(client,
+                                                                                                      model):
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Lima: 19 C, fog."},
+           "title": "Forecast", "context": "issued today", "citations": {"enabled": True}}
+    as_blocks = {"type": "document", "source": {"type": "content", "content": [
+        {"type": "text", "text": "Lima: 19 C, "}, {"type": "text", "text": "fog."}]}}
+    ask = [{"role": "user", "content": [doc, {"type": "text", "text": "What is the weather in Lima?"}]}]
+    body = MessagesRequest.model_validate({"max_tokens": 4, "messages": ask}).to_chat_body()
+    assert body["messages"] == [{"role": "user", "content": (
+        "<document>\n<source>Forecast</source>\n<context>issued today</context>\n<document_content>\n"
+        "Lima: 19 C, fog.\n</document_content>\n</document>\nWhat is the weather in Lima?")}]
+    plain = client.messages.count_tokens(model=model, messages=ASK).input_tokens
+    assert client.messages.count_tokens(model=model, messages=ask).input_tokens > plain
+    message = client.messages.create(model=model, max_tokens=2, messages=ask, extra_body=GREEDY)
+    assert message.stop_reason == "max_tokens"
+
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                              "input": {"city": "Lima"}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [as_blocks]}]}
+    body = MessagesRequest.model_validate({"max_tokens": 4, "messages": [*ASK, call, result]}).to_chat_body()
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": (
+        "<document>\n<document_content>\nLima: 19 C, fog.\n</document_content>\n</document>\n")}
+    assert client.messages.count_tokens(model=model, messages=[*ASK, call, result], tools=TOOLS).input_tokens > \
+        client.messages.count_tokens(model=model, messages=[*ASK, call, {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}]}], tools=TOOLS).input_tokens
