@@ -18,6 +18,11 @@ Policy (continuous batching, vLLM-style):
    usable cached prefix, releasing slot pins if that makes room (idle slots
    pinning the pool once left the head of the queue waiting forever). Nothing
    is admitted in a step that preempted.
+4. Drafts (opt-in, `draft_tokens`): while at most `draft_max_batch` sequences
+   run, a decoding sequence also feeds up to `draft_tokens` guessed tokens
+   (scheduler/ngram_draft.py) -- only into pages free already, never by
+   evicting or preempting anything -- and `accept_draft` counts each one the
+   engine's samples agree with as computed.
 
 The decision is a plain `ForwardBatch` plus the sequences behind its chunks;
 `after_step` and `on_sampled` apply the outcome: progress, prefix caching of a
@@ -30,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from scheduler.forward_batch import ForwardBatch, SeqChunk
+from scheduler.ngram_draft import propose
 from scheduler.page_allocator import PageAllocator
 from scheduler.sequence import Sequence, SeqStatus
 from scheduler.window import SlidingRequest, WindowPolicy, decode_slide, prefill_slide
@@ -43,6 +49,8 @@ class SchedulerConfig:
     window: WindowPolicy | None = None  # None: the model has no windowed layers
     anchors: bool = True
     anchor_token: int | None = None
+    draft_tokens: int = 0  # prompt-lookup drafts per decode (0: none)
+    draft_max_batch: int = 4  # draft only while at most this many sequences run
 
 
 @dataclass
@@ -65,6 +73,8 @@ class SchedulerCounters:
     window_pages_released: int = 0
     cache_hit_tokens: int = 0
     anchor_reused_tokens: int = 0  # prompt tokens reused through a previous turn's anchor
+    draft_tokens: int = 0  # guessed tokens fed after decodes
+    draft_accepted: int = 0  # of those, the ones the samples agreed with
 
 
 class BatchScheduler:
@@ -118,7 +128,7 @@ class BatchScheduler:
         decision.preempted.append(seq)
 
     # -- one step ------------------------------------------------------------------
-    def _chunk(self, seq: Sequence, n: int) -> SeqChunk:
+    def _chunk(self, seq: Sequence, n: int, drafts: list[int] = ()) -> SeqChunk:
         start = seq.num_computed
         score_from = score_to = 0
         if seq.scores_prompt:
@@ -128,14 +138,34 @@ class BatchScheduler:
                 score_from = score_to = 0
         return SeqChunk(
             seq_id=seq.seq_id,
-            token_ids=seq.all_ids[start:start + n],
+            token_ids=seq.all_ids[start:start + n] + list(drafts),
             start=start,
             full_pages=seq.full_pages,
             window_pages=seq.window_pages,
             sample=start + n == seq.num_tokens,
             score_from=score_from,
             score_to=score_to,
+            drafts=len(drafts),
         )
+
+    def _drafts(self, seq: Sequence, budget: int) -> list[int]:
+        """Guessed tokens to feed after `seq`'s next decode token, and their pages allocated; [] when drafting is
+        off, the batch is too large, or the pages are not free. Capped so that every draft accepted plus the
+        token sampled after them stays within max_tokens, the context and the step's budget."""
+        c = self.config
+        if not c.draft_tokens or len(self.running) > c.draft_max_batch:
+            return []
+        k = min(c.draft_tokens, seq.params.max_tokens - len(seq.output_ids) - 1,
+                c.max_model_len - seq.num_tokens - 1, budget - 1)
+        drafts = propose(seq.all_ids, k)
+        if not drafts:
+            return []
+        needs = self.alloc.needs(seq, seq.num_computed + 1 + len(drafts))
+        if any(n > self.alloc.pool.groups[g].num_free for g, n in needs.items()):
+            return []  # a guess never evicts the cache or preempts anyone
+        self.alloc.allocate(seq, seq.num_computed + 1 + len(drafts))
+        self.counters.draft_tokens += len(drafts)
+        return drafts
 
     def schedule(self) -> Decision:
         decision = Decision(ForwardBatch(), [])
@@ -159,10 +189,11 @@ class BatchScheduler:
             if seq.status is not SeqStatus.RUNNING or seq in decision.starved:
                 continue
             self.alloc.allocate(seq, end)
-            decision.batch.chunks.append(self._chunk(seq, n))
+            drafts = self._drafts(seq, budget) if seq.is_decoding else []
+            decision.batch.chunks.append(self._chunk(seq, n, drafts))
             decision.seqs.append(seq)
             scheduled.add(seq.seq_id)
-            budget -= n
+            budget -= n + len(drafts)
 
         if not decision.preempted:
             self._admit(decision, budget)
@@ -209,12 +240,13 @@ class BatchScheduler:
         self.forward_iter += 1
         policy = self.config.window
         for seq, chunk in zip(decision.seqs, decision.batch.chunks):
-            seq.num_computed += len(chunk.token_ids)
+            fed = len(chunk.token_ids) - chunk.drafts  # drafts count once accepted (accept_draft)
+            seq.num_computed += fed
             # Slide before the prompt is locked below: the last chunk's history
             # past the window must go too, or it stays pinned for the whole run.
             # A one-token chunk is a decode only once the sequence has sampled:
             # a prompt fed a token at a time (a budget left at 1) is prefill.
-            decode = chunk.sample and len(chunk.token_ids) == 1 and bool(seq.output_ids)
+            decode = chunk.sample and fed == 1 and bool(seq.output_ids)
             if policy is not None and not decode:
                 slide = prefill_slide(self._sliding(seq, seq.num_computed), policy)
                 self._apply(seq, slide)
@@ -226,6 +258,12 @@ class BatchScheduler:
                 seq.prompt_cached = True
                 aligned = (len(seq.prompt_ids) // self.alloc.page) * self.alloc.page
                 seq.locked_prefix = max(seq.locked_prefix, aligned)
+
+    def accept_draft(self, seq: Sequence) -> None:
+        """The token just sampled for `seq` is the draft fed after its previous token: that draft's KV, computed
+        in the step, is the sequence's own. Call after on_sampled, one draft at a time, in order."""
+        seq.num_computed += 1
+        self.counters.draft_accepted += 1
 
     def on_sampled(self, seq: Sequence, token: int, finishing: bool) -> None:
         """A token was appended to `seq`: offer it to the anchor, slide the window."""

@@ -222,8 +222,8 @@ class Engine:
         scoring = [(s, c) for s, c in zip(decision.seqs, decision.batch.chunks) if c.num_scored]
         for (seq, chunk), block in zip(scoring, scored):
             self._score(seq, chunk, block)
-        sampling = [s for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
-        for row, seq in enumerate(sampling):
+        sampling = [(s, c) for s, c in zip(decision.seqs, decision.batch.chunks) if c.sample]
+        for row, (seq, chunk) in enumerate(sampling):
             if seq.seq_id not in self._live:  # its prompt's scoring failed: it has ended already
                 continue
             if seq.params.max_tokens == 0:  # echo only: the prompt is in (and scored); nothing is generated
@@ -232,13 +232,25 @@ class Engine:
             # One sequence at a time: a sequence whose sampling fails (a bug its parameters or its grammar
             # reach) ends with an error alone; the others in the batch go on.
             try:
-                [res] = self.sampler.sample(rows[row], [self._live[seq.seq_id].state],
-                                            [(seq.prompt_ids, seq.output_ids)])
-                self._accept(seq, res)
+                self._sample_rows(seq, rows[row], chunk.token_ids[len(chunk.token_ids) - chunk.drafts:])
             except Exception:
                 self.counters.step_errors += 1
                 log.error("sampling sequence %s failed:\n%s", seq.seq_id, traceback.format_exc())
                 self._fail(seq, "internal error while sampling this request; see server log")
+
+    def _sample_rows(self, seq: Sequence, block, drafts: list[int]) -> None:
+        """Sample `seq`'s next token from block[0] ([1 + len(drafts), vocab]); while each sample equals the draft
+        fed at that position, that draft's KV is the sequence's and block[i + 1] samples the token after it.
+        Every sample is a token the sequence keeps, drawn from the model's logits with the processors' state
+        of the tokens before it, as a plain decode draws it: drafts change how many tokens a step yields,
+        never which."""
+        state = self._live[seq.seq_id].state
+        for i in range(len(drafts) + 1):
+            [res] = self.sampler.sample(block[i:i + 1], [state], [(seq.prompt_ids, seq.output_ids)])
+            self._accept(seq, res)
+            if seq.seq_id not in self._live or i == len(drafts) or res.token != drafts[i]:
+                return  # finished, out of drafts, or the guess was wrong: the rest of the block is unused
+            self.scheduler.accept_draft(seq)
 
     def _forward_alone(self, decision: Decision) -> tuple[Decision, list]:
         """Run each chunk of a failed step as a batch of its own; end the sequences whose chunk still fails.

@@ -11,9 +11,11 @@ slice of the prompt. Page tables cover at least `[0, start + len(token_ids))`.
 
 Logits rows: the runner returns, chunk by chunk in order, one row for each
 scored position (`score_from <= p < score_to`: a prompt position whose logits
-score the next prompt token, for prompt logprobs), then the sampled row if the
-chunk samples. Scored positions never include the sampled one: they stop
-before the prompt's last token, whose logits choose the first output token.
+score the next prompt token, for prompt logprobs), then the sampled rows if the
+chunk samples: the last fed token's, or with `drafts` guessed tokens fed after
+it (scheduler/ngram_draft.py) one row for it and each draft. Scored positions
+never include a sampled one: they stop before the prompt's last token, whose
+logits choose the first output token.
 
 Invariant for the window group: the pages covering positions
 `[max(0, start - window + 1), start + len(token_ids))` are live (not None);
@@ -37,6 +39,9 @@ class SeqChunk:
     # the prompt token that follows each (prompt logprobs). Empty unless the request asked for them.
     score_from: int = 0
     score_to: int = 0
+    # The last `drafts` token ids are guesses fed after the sequence's last token (a decode only); each
+    # gets a sampled row, and their KV counts only as far as the samples agree with them.
+    drafts: int = 0
 
     @property
     def end(self) -> int:
@@ -47,7 +52,12 @@ class SeqChunk:
         return max(0, self.score_to - self.score_from)
 
     @property
+    def num_sampled(self) -> int:
+        return 1 + self.drafts if self.sample else 0
+
+    @property
     def is_decode(self) -> bool:
+        """One token fed after the sequence's computed KV: attention takes the single-query path."""
         return len(self.token_ids) == 1 and self.start > 0
 
 
@@ -69,19 +79,19 @@ class ForwardBatch:
         for c in self.chunks:
             rows.extend(base + p - c.start for p in range(c.score_from, c.score_to))
             base += len(c.token_ids)
-            if c.sample:
-                rows.append(base - 1)
+            rows.extend(range(base - c.num_sampled, base))
         return rows
 
     def split_logits(self, logits) -> tuple[list, list]:
         """The step's logits (any sliceable [rows, vocab]) as (scored blocks, one [k, vocab] per chunk with
-        scored positions, in chunk order; sampled rows, one [1, vocab] per sampling chunk, in chunk order)."""
+        scored positions, in chunk order; sampled rows, one [1 + drafts, vocab] per sampling chunk, in chunk
+        order)."""
         scored, sampled, r = [], [], 0
         for c in self.chunks:
             if c.num_scored:
                 scored.append(logits[r:r + c.num_scored])
                 r += c.num_scored
             if c.sample:
-                sampled.append(logits[r:r + 1])
-                r += 1
+                sampled.append(logits[r:r + c.num_sampled])
+                r += c.num_sampled
         return scored, sampled

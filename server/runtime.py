@@ -179,7 +179,8 @@ def build_runtime(s: ServeSettings):
     if spec.windowed_layers:
         window = WindowPolicy(spec.sliding_window, s.page_size, s.swa_eviction_interval)
     sched = BatchScheduler(
-        SchedulerConfig(s.max_num_seqs, s.max_batched_tokens, max_len, window, s.anchors, anchor),
+        SchedulerConfig(s.max_num_seqs, s.max_batched_tokens, max_len, window, s.anchors, anchor,
+                        s.ngram_draft_tokens, s.ngram_draft_max_batch),
         PageAllocator(pool, cache),
     )
     token_bytes = make_token_bytes(tokenizer)
