@@ -242,8 +242,8 @@ class Engine:
         """Sample `seq`'s next token from block[0] ([1 + len(drafts), vocab]); while each sample equals the draft
         fed at that position, that draft's KV is the sequence's and block[i + 1] samples the token after it.
         Every sample is a token the sequence keeps, drawn from the model's logits with the processors' state
-        of the tokens before it, as a plain decode draws it: drafts change how many tokens a step yields,
-        never which."""
+        of the tokens before it, as a plain decode draws it: drafts change how many tokens a step yields, not
+        how each is drawn (scheduler/ngram_draft.py says where bf16 rounding can still tell them apart)."""
         state = self._live[seq.seq_id].state
         for i in range(len(drafts) + 1):
             [res] = self.sampler.sample(block[i:i + 1], [state], [(seq.prompt_ids, seq.output_ids)])

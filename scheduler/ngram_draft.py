@@ -14,9 +14,12 @@ speculative method, llama.cpp's lookup decoding).
 Why it is shaped so: a draft is a guess and never an output. The engine
 samples each position from the model's own logits, in order, as a plain
 decode would, and stops at the first sample that differs from the draft: so
-greedy output is the same token for token, and a sampled one has the same
-distribution (a draft is a fixed proposal, and sampling then comparing is
-the exact rejection rule for it). Longer matches are tried first
+the output is what a plain decode of the same logits gives, greedy or sampled
+(a draft is a fixed proposal, and sampling then comparing is the exact
+rejection rule for it). The logits are the same bit for bit in float32
+(tests/test_ngram_draft.py); in bf16 a step of several rows rounds
+differently from a one-row step, so where two tokens nearly tie the choice
+can differ, as in any batched or speculative decoder. Longer matches are tried first
 (`MAX_MATCH` down to `MIN_MATCH` tokens): a one-token match is mostly noise.
 
 Plain Python, no torch: the scheduler asks for drafts while it builds a step.

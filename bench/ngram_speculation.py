@@ -1,0 +1,144 @@
+"""Prompt-lookup speculation (`--ngram-draft-tokens`): how often the guesses hold, and what a step of them costs.
+
+Two parts, each in one process, drafting and plain engines side by side:
+
+1. Acceptance, on agent text: the built-in demo model plays held-out agent
+   requests greedily -- the first turn (thought and call) and the answer after
+   the tool result -- once plainly and once with drafts. The tokens must be
+   the same; printed are tokens per step and the wall-clock ratio. The demo
+   model is tiny, so its steps cost Python, not weights: the ratio here says
+   little about a large model; tokens per step is what carries over.
+2. Cost, on the Qwen3-0.6B shape (random bf16 weights): the model runner's
+   forward step for one sequence feeding one token (a plain decode) and 1 + d
+   tokens (d drafts), alternated. Every guess right yields d + 1 tokens for
+   that cost, every guess wrong one: the bounds of what drafts win and lose.
+
+The two combine into an estimate, printed as one: plain tokens/s x (tokens
+per step at the demo's acceptance) / (cost of a step with that many drafts).
+It is an estimate because no real 0.6B model writes agent text here.
+
+    .venv/bin/python -m bench.ngram_speculation [--cases 24] [--drafts 4] [--new-tokens 48]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from bench.checkpoints import qwen3_06b
+from scheduler.engine import EngineRequest
+from scheduler.forward_batch import ForwardBatch, SeqChunk
+from scheduler.sampling_params import SamplingParams
+from server.runtime import build_runtime, demo_model_dir
+from server.settings import ServeSettings
+
+
+def _engine(model, **overrides):
+    settings = ServeSettings(model=model, max_num_seqs=4, **overrides)
+    _info, engine, tokenizer, _runner, _ = build_runtime(settings)
+    engine.start()
+    return engine, tokenizer
+
+
+def _generate(engine, rid: str, prompt: list[int], max_tokens: int, ignore_eos: bool = False):
+    steps = engine.counters.steps
+    t0 = time.perf_counter()
+    events = list(engine.submit(EngineRequest(rid, prompt, SamplingParams(max_tokens=max_tokens, temperature=0,
+                                                                           ignore_eos=ignore_eos))))
+    return [t for e in events for t in e.token_ids], time.perf_counter() - t0, engine.counters.steps - steps
+
+
+def _agent_prompts(tokenizer, cases: int) -> list[list[int]]:
+    from models.demo.corpus import held_out_cases
+    from models.demo.render import render
+    from models.demo.tools import TOOLS
+
+    prompts = []
+    for case in [c for c in held_out_cases() if c.steps][:cases]:
+        first = case.steps[0]
+        call = {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in first.calls]}
+        results = [{"role": "tool", "content": r} for r in first.results]
+        for messages in (case.messages, [*case.messages, call, *results]):
+            text = render(messages, TOOLS, add_generation_prompt=True, enable_thinking=True)
+            prompts.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return prompts
+
+
+def acceptance(cases: int, drafts: int) -> dict:
+    plain, tokenizer = _engine(demo_model_dir())
+    drafting, _ = _engine(demo_model_dir(), ngram_draft_tokens=drafts)
+    prompts = _agent_prompts(tokenizer, cases)
+    totals = {"tokens": 0, "plain_steps": 0, "draft_steps": 0, "plain_s": 0.0, "draft_s": 0.0}
+    for i, prompt in enumerate(prompts):
+        for name, engine in (("plain", plain), ("draft", drafting)) if i % 2 == 0 else (("draft", drafting),
+                                                                                         ("plain", plain)):
+            out, seconds, steps = _generate(engine, f"{name}{i}", prompt, 200)
+            totals[f"{name}_s"] += seconds
+            totals[f"{name}_steps"] += steps
+            if name == "plain":
+                want = out
+            else:
+                got = out
+        totals["same"] = totals.get("same", 0) + (got == want)  # bf16: a near-tie may break the other way
+        totals["tokens"] += len(want)
+    c = drafting.scheduler.counters
+    totals.update(drafted=c.draft_tokens, accepted=c.draft_accepted)
+    plain.shutdown()
+    drafting.shutdown()
+    return totals
+
+
+def cost(rows: list[int], repeats: int, steps: int = 8) -> dict[int, float]:
+    """Milliseconds of one forward step of one sequence feeding `r` tokens at position 256 (1: a plain decode,
+    1 + d: a decode with d drafts), median over alternated rounds of `steps` steps each."""
+    settings = ServeSettings(model=qwen3_06b(), dtype="bfloat16", max_num_seqs=1, max_model_len=512)
+    _info, _engine, _tok, runner, _ = build_runtime(settings)
+    table = list(range(-(-(256 + max(rows)) // runner.page_size)))
+    prompt = [(31 * j) % 150000 + 100 for j in range(256 + max(rows))]
+    runner.step(ForwardBatch([SeqChunk(0, prompt[:256], 0, table, table, True)]))
+    ms: dict[int, list[float]] = {r: [] for r in rows}
+    for rnd in range(repeats):
+        for r in rows if rnd % 2 == 0 else rows[::-1]:
+            chunk = SeqChunk(0, prompt[256:256 + r], 256, table, table, True, drafts=r - 1)
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                runner.step(ForwardBatch([chunk]))
+                ms[r].append((time.perf_counter() - t0) * 1000)
+    return {r: statistics.median(v) for r, v in ms.items()}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=24, help="held-out agent requests (two turns each)")
+    ap.add_argument("--drafts", type=int, default=4)
+    ap.add_argument("--new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    a = acceptance(args.cases, args.drafts)
+    per_step_plain = a["tokens"] / a["plain_steps"]
+    per_step = a["tokens"] / a["draft_steps"]
+    print(f"demo model, {args.cases} held-out requests x 2 turns, greedy, drafts {args.drafts}: {a['tokens']} tokens; "
+          f"the same tokens with and without drafts on {a['same']} of {2 * args.cases} prompts; steps {a['plain_steps']} -> {a['draft_steps']} "
+          f"({per_step_plain:.2f} -> {per_step:.2f} tokens a step); drafted {a['drafted']}, accepted {a['accepted']} "
+          f"({a['accepted'] / max(1, a['drafted']):.0%}); wall {a['plain_s']:.1f} s -> {a['draft_s']:.1f} s "
+          f"({a['plain_s'] / a['draft_s']:.2f}x)")
+    counts = sorted({2, args.drafts, 2 * args.drafts})
+    c = cost([1, *[k + 1 for k in counts]], args.repeats)
+    print(f"Qwen3-0.6B shape, bf16, one sequence at position 256: a forward step feeding 1 + d tokens "
+          f"(median of {args.repeats} alternated rounds of 8):")
+    print("| drafts d | step ms | x a plain decode | tokens/s, every guess right | x plain | every guess wrong |")
+    print("|---|---|---|---|---|---|")
+    print(f"| 0 (plain) | {c[1]:.1f} | 1.00 | {1000 / c[1]:.2f} | 1.00 | |")
+    for k in counts:
+        ratio = c[k + 1] / c[1]
+        print(f"| {k} | {c[k + 1]:.1f} | {ratio:.2f} | {1000 * (k + 1) / c[k + 1]:.2f} | {(k + 1) / ratio:.2f} | "
+              f"{1 / ratio:.2f} |")
+    ratio = c[args.drafts + 1] / c[1]
+    print(f"estimate at the demo's acceptance with {args.drafts} drafts: {per_step:.2f} tokens a step / a step's "
+          f"cost {ratio:.2f}x plain = {per_step / ratio:.2f}x plain tokens/s (an estimate: no real 0.6B model writes "
+          "agent text here; sampling and the engine's Python are left out of the step times)")
+
+if __name__ == "__main__":
+    main()
