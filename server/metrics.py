@@ -39,6 +39,9 @@ class EngineCollector:
         yield _counter("anchor_reused_tokens_total", "Prompt tokens reused at or beyond a previous turn's anchor",
                        s.anchor_reused_tokens)
         yield _counter("window_pages_released_total", "Window-group pages released by slides", s.window_pages_released)
+        yield _counter("draft_tokens_total", "Prompt-lookup draft tokens fed after decodes (--ngram-draft-tokens)",
+                       s.draft_tokens)
+        yield _counter("draft_accepted_tokens_total", "Draft tokens the samples agreed with (kept)", s.draft_accepted)
         yield _gauge("requests_processing", "Sequences running", engine.num_running)
         yield _gauge("requests_deferred", "Sequences waiting", engine.num_waiting)
         pages = GaugeMetricFamily(P + "kv_pages", "KV pool pages by group and state", labels=["group", "state"])

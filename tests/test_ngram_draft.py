@@ -9,12 +9,15 @@ real model and compared token for token with the run that drafts nothing.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 import scheduler.batch_scheduler as batch_scheduler
 from scheduler.engine import EngineRequest
 from scheduler.ngram_draft import propose
 from scheduler.sampling_params import SamplingParams
+from server.metrics import EngineCollector
 from test_engine import integrity, make_engine, owned
 
 PROMPT = [(7 * j) % 500 + 20 for j in range(70)]  # longer than the window (32): windowed layers slide
@@ -79,6 +82,11 @@ def test_greedy_output_with_drafts_is_token_for_token_the_output_without_and_tak
     assert steps < plain.counters.steps  # every accepted draft is a step saved (the plain engine ran one request)
     assert owned(drafting) == 0
     integrity(drafting)
+    scraped = {m.name: m.samples[0].value for m in EngineCollector(SimpleNamespace(engine=drafting)).collect()
+               if m.type == "counter"}
+    c = drafting.scheduler.counters
+    assert scraped["anchorage:draft_tokens"] == c.draft_tokens >= sum(calls)
+    assert scraped["anchorage:draft_accepted_tokens"] == c.draft_accepted > 0
 
 
 @pytest.mark.parametrize("cut", ["max_tokens", "stop_string", "context"])
