@@ -9,9 +9,10 @@ Two parts, each in one process, drafting and plain engines side by side:
    model is tiny, so its steps cost Python, not weights: the ratio here says
    little about a large model; tokens per step is what carries over.
 2. Cost, on the Qwen3-0.6B shape (random bf16 weights): the model runner's
-   forward step for one sequence feeding one token (a plain decode) and 1 + d
-   tokens (d drafts), alternated. Every guess right yields d + 1 tokens for
-   that cost, every guess wrong one: the bounds of what drafts win and lose.
+   forward step for 1, 2, 4 and 8 sequences each feeding one token (a plain
+   decode) or 1 + d tokens (d drafts), alternated. Every guess right yields
+   d + 1 tokens a sequence for that cost, every guess wrong one: the bounds of
+   what drafts win and lose, and where `--ngram-draft-max-batch` should stop.
 
 The two combine into an estimate, printed as one: plain tokens/s x (tokens
 per step at the demo's acceptance) / (cost of a step with that many drafts).
@@ -90,23 +91,28 @@ def acceptance(cases: int, drafts: int) -> dict:
     return totals
 
 
-def cost(rows: list[int], repeats: int, steps: int = 8) -> dict[int, float]:
-    """Milliseconds of one forward step of one sequence feeding `r` tokens at position 256 (1: a plain decode,
-    1 + d: a decode with d drafts), median over alternated rounds of `steps` steps each."""
-    settings = ServeSettings(model=qwen3_06b(), dtype="bfloat16", max_num_seqs=1, max_model_len=512)
+def cost(rows: list[int], batches: list[int], repeats: int, steps: int = 5) -> dict[tuple[int, int], float]:
+    """Milliseconds of one forward step of `b` sequences each feeding `r` tokens at position 256 (1: a plain
+    decode, 1 + d: a decode with d drafts), for every b in `batches` and r in `rows`; median over alternated
+    rounds of `steps` steps each."""
+    settings = ServeSettings(model=qwen3_06b(), dtype="bfloat16", max_num_seqs=max(batches), max_model_len=512)
     _info, _engine, _tok, runner, _ = build_runtime(settings)
-    table = list(range(-(-(256 + max(rows)) // runner.page_size)))
+    per_seq = -(-(256 + max(rows)) // runner.page_size)
+    tables = [list(range(i * per_seq, (i + 1) * per_seq)) for i in range(max(batches))]
     prompt = [(31 * j) % 150000 + 100 for j in range(256 + max(rows))]
-    runner.step(ForwardBatch([SeqChunk(0, prompt[:256], 0, table, table, True)]))
-    ms: dict[int, list[float]] = {r: [] for r in rows}
+    for i, table in enumerate(tables):
+        runner.step(ForwardBatch([SeqChunk(i, prompt[:256], 0, table, table, True)]))
+    ms: dict[tuple[int, int], list[float]] = {}
+    shapes = [(b, r) for b in batches for r in rows]
     for rnd in range(repeats):
-        for r in rows if rnd % 2 == 0 else rows[::-1]:
-            chunk = SeqChunk(0, prompt[256:256 + r], 256, table, table, True, drafts=r - 1)
+        for b, r in shapes if rnd % 2 == 0 else shapes[::-1]:
+            batch = ForwardBatch([SeqChunk(i, prompt[256:256 + r], 256, tables[i], tables[i], True, drafts=r - 1)
+                                  for i in range(b)])
             for _ in range(steps):
                 t0 = time.perf_counter()
-                runner.step(ForwardBatch([chunk]))
-                ms[r].append((time.perf_counter() - t0) * 1000)
-    return {r: statistics.median(v) for r, v in ms.items()}
+                runner.step(batch)
+                ms.setdefault((b, r), []).append((time.perf_counter() - t0) * 1000)
+    return {shape: statistics.median(v) for shape, v in ms.items()}
 
 
 def main(argv=None) -> None:
@@ -125,20 +131,21 @@ def main(argv=None) -> None:
           f"({a['accepted'] / max(1, a['drafted']):.0%}); wall {a['plain_s']:.1f} s -> {a['draft_s']:.1f} s "
           f"({a['plain_s'] / a['draft_s']:.2f}x)")
     counts = sorted({2, args.drafts, 2 * args.drafts})
-    c = cost([1, *[k + 1 for k in counts]], args.repeats)
-    print(f"Qwen3-0.6B shape, bf16, one sequence at position 256: a forward step feeding 1 + d tokens "
-          f"(median of {args.repeats} alternated rounds of 8):")
-    print("| drafts d | step ms | x a plain decode | tokens/s, every guess right | x plain | every guess wrong |")
-    print("|---|---|---|---|---|---|")
-    print(f"| 0 (plain) | {c[1]:.1f} | 1.00 | {1000 / c[1]:.2f} | 1.00 | |")
-    for k in counts:
-        ratio = c[k + 1] / c[1]
-        print(f"| {k} | {c[k + 1]:.1f} | {ratio:.2f} | {1000 * (k + 1) / c[k + 1]:.2f} | {(k + 1) / ratio:.2f} | "
-              f"{1 / ratio:.2f} |")
-    ratio = c[args.drafts + 1] / c[1]
-    print(f"estimate at the demo's acceptance with {args.drafts} drafts: {per_step:.2f} tokens a step / a step's "
-          f"cost {ratio:.2f}x plain = {per_step / ratio:.2f}x plain tokens/s (an estimate: no real 0.6B model writes "
-          "agent text here; sampling and the engine's Python are left out of the step times)")
+    batches = [1, 2, 4, 8]
+    c = cost([1, *[k + 1 for k in counts]], batches, args.repeats)
+    print(f"Qwen3-0.6B shape, bf16, sequences at position 256: a forward step with each sequence feeding 1 + d "
+          f"tokens, against a plain decode step of as many sequences (median of {args.repeats} alternated rounds "
+          "of 5):")
+    print("| sequences | plain step ms | " + " | ".join(f"{k} drafts each" for k in counts) + " |")
+    print("|---|---|" + "---|" * len(counts))
+    for b in batches:
+        print(f"| {b} | {c[(b, 1)]:.1f} | " + " | ".join(f"{c[(b, k + 1)]:.1f} ({c[(b, k + 1)] / c[(b, 1)]:.2f}x)"
+                                                         for k in counts) + " |")
+    ratio = c[(1, args.drafts + 1)] / c[(1, 1)]
+    print(f"one stream: every guess right yields {args.drafts + 1} tokens a step for {ratio:.2f}x a plain step's "
+          f"time, every guess wrong one. Estimate at the demo's acceptance: {per_step:.2f} tokens a step / "
+          f"{ratio:.2f} = {per_step / ratio:.2f}x plain tokens/s (an estimate: no real 0.6B model writes agent text "
+          "here; sampling and the engine's Python are left out of the step times)")
 
 if __name__ == "__main__":
     main()

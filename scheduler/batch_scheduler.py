@@ -50,7 +50,7 @@ class SchedulerConfig:
     anchors: bool = True
     anchor_token: int | None = None
     draft_tokens: int = 0  # prompt-lookup drafts per decode (0: none)
-    draft_max_batch: int = 4  # draft only while at most this many sequences run
+    draft_max_batch: int = 2  # draft only while at most this many sequences run
 
 
 @dataclass
