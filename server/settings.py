@@ -59,7 +59,7 @@ class ServeSettings(BaseSettings):
     tool_call_grammar: bool = Field(True, description="once the model opens a tool call, constrain it to the request's tool schemas")
     swa_eviction_interval: int = Field(128, ge=1, description="decode steps between window slides")
     ngram_draft_tokens: int = Field(0, ge=0, le=64, description="prompt-lookup speculation: after each decode token, feed up to this many tokens guessed from what followed the sequence's last tokens earlier, and keep those the model's own samples agree with (the same tokens, more per step when the text repeats itself; 0: off)")
-    ngram_draft_max_batch: int = Field(2, ge=1, description="speculate only while at most this many sequences run: a larger batch is no longer bound by streaming the weights, so its drafts cost time (python -m bench.ngram_speculation, Qwen3-0.6B shape, 4 drafts each: 0.92x a plain step's time alone, 1.18x at 2 sequences, 1.51x at 4, 1.75x at 8, against 1.5 tokens a step on agent text)")
+    ngram_draft_max_batch: int = Field(2, ge=1, description="speculate only while at most this many sequences run: a larger batch is no longer bound by streaming the weights, so its drafts cost time (python -m bench.ngram_speculation, Qwen3-0.6B shape, 4 drafts each: 0.89-0.92x a plain step's time alone, 1.08-1.18x at 2 sequences, 1.51-1.82x at 4, against 1.6 tokens a step on agent text)")
 
     reasoning_budget: int = Field(-1, description="server default thinking budget in tokens (-1 unrestricted, 0 none)")
     reasoning_budget_message: str | None = Field(None, description="text forced before the closing tag when a budget runs out (or tool_choice closes a thought)")

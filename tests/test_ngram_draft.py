@@ -27,7 +27,8 @@ def test_the_tokens_after_the_latest_longest_earlier_match_are_proposed():
     assert propose([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3], 2) == [8, 5]  # the latest of two matches
     assert propose([4, 2, 3, 7, 9, 2, 3, 6, 4, 2, 3], 3) == [7, 9, 2]  # the 3-token match beats a later 2-token one
     assert propose([5, 1, 2, 6, 1, 2], 5) == [6, 1, 2]  # fewer than k when the text runs out
-    assert propose([1, 2, 3, 4, 5, 3], 4) == []  # a one-token match is not enough
+    assert propose([1, 2, 3, 4, 5, 3], 4) == [4, 5, 3]  # a one-token match is enough by default...
+    assert propose([1, 2, 3, 4, 5, 3], 4, min_match=2) == []  # ...and not when asked for two
     assert propose([1, 2, 1, 2], 0) == [] and propose([1], 3) == []
 
 
