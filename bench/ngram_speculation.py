@@ -4,9 +4,11 @@ Two parts, each in one process, drafting and plain engines side by side:
 
 1. Acceptance, on agent text: the built-in demo model plays held-out agent
    requests greedily -- the first turn (thought and call) and the answer after
-   the tool result -- once plainly and once with drafts. The tokens must be
-   the same; printed are tokens per step and the wall-clock ratio. The demo
-   model is tiny, so its steps cost Python, not weights: the ratio here says
+   the tool result -- once plainly and once with drafts, alternated. Printed:
+   on how many prompts the tokens were the same (in bf16 a step of several
+   rows rounds differently from a one-row step, so a near-tie can break the
+   other way), tokens per step and the wall-clock ratio. The demo model is
+   tiny, so its steps cost Python, not weights: the wall-clock ratio says
    little about a large model; tokens per step is what carries over.
 2. Cost, on the Qwen3-0.6B shape (random bf16 weights): the model runner's
    forward step for 1, 2, 4 and 8 sequences each feeding one token (a plain
@@ -18,7 +20,7 @@ The two combine into an estimate, printed as one: plain tokens/s x (tokens
 per step at the demo's acceptance) / (cost of a step with that many drafts).
 It is an estimate because no real 0.6B model writes agent text here.
 
-    .venv/bin/python -m bench.ngram_speculation [--cases 24] [--drafts 4] [--new-tokens 48]
+    .venv/bin/python -m bench.ngram_speculation [--cases 24] [--drafts 4] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -119,15 +121,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=24, help="held-out agent requests (two turns each)")
     ap.add_argument("--drafts", type=int, default=4)
-    ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     a = acceptance(args.cases, args.drafts)
     per_step_plain = a["tokens"] / a["plain_steps"]
     per_step = a["tokens"] / a["draft_steps"]
     print(f"demo model, {args.cases} held-out requests x 2 turns, greedy, drafts {args.drafts}: {a['tokens']} tokens; "
-          f"the same tokens with and without drafts on {a['same']} of {2 * args.cases} prompts; steps {a['plain_steps']} -> {a['draft_steps']} "
-          f"({per_step_plain:.2f} -> {per_step:.2f} tokens a step); drafted {a['drafted']}, accepted {a['accepted']} "
+          f"the same tokens with and without drafts on {a['same']} of {2 * args.cases} prompts; "
+          f"steps {a['plain_steps']} -> {a['draft_steps']} ({per_step_plain:.2f} -> {per_step:.2f} tokens a step); "
+          f"drafted {a['drafted']}, accepted {a['accepted']} "
           f"({a['accepted'] / max(1, a['drafted']):.0%}); wall {a['plain_s']:.1f} s -> {a['draft_s']:.1f} s "
           f"({a['plain_s'] / a['draft_s']:.2f}x)")
     counts = sorted({2, args.drafts, 2 * args.drafts})
