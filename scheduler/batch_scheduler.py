@@ -160,10 +160,10 @@ class BatchScheduler:
         drafts = propose(seq.all_ids, k)
         if not drafts:
             return []
-        needs = self.alloc.needs(seq, seq.num_computed + 1 + len(drafts))
-        if any(n > self.alloc.pool.groups[g].num_free for g, n in needs.items()):
+        end = seq.num_computed + 1 + len(drafts)
+        if not self.alloc.can_allocate(self.alloc.needs(seq, end), evict=False):
             return []  # a guess never evicts the cache or preempts anyone
-        self.alloc.allocate(seq, seq.num_computed + 1 + len(drafts))
+        self.alloc.allocate(seq, end)
         self.counters.draft_tokens += len(drafts)
         return drafts
 

@@ -50,10 +50,11 @@ class PageAllocator:
             out["window"] = max(0, n_pages - len(seq.window_pages))
         return out
 
-    def can_allocate(self, needs: dict[str, int]) -> bool:
+    def can_allocate(self, needs: dict[str, int], evict: bool = True) -> bool:
+        """Whether `needs` fits: in free pages and, with `evict`, pages the prefix cache can give up."""
         for group, n in needs.items():
             g = self.pool.groups[group]
-            if n > g.num_free and n > g.num_free + self.cache.reclaimable(group):
+            if n > g.num_free and (not evict or n > g.num_free + self.cache.reclaimable(group)):
                 return False
         return True
 

@@ -37,8 +37,9 @@ import io
 import mmap
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -196,16 +197,10 @@ def write_to(fileobj: BinaryIO, identity: SlotIdentity, payload: SlotPayload) ->
     start = fileobj.tell()
     fileobj.write(bytes(PREFIX_LEN))
     fileobj.write(header)
-    with ThreadPoolExecutor(1, thread_name_prefix="fslot-hash") as hasher:  # one worker: updates in order
-        updates = [hasher.submit(digest.update, chunk) for chunk in chunks]
-        try:
-            for chunk in chunks:
-                fileobj.write(chunk)
-        except BaseException:
-            hasher.shutdown(cancel_futures=True)  # a failed write (disk full) need not wait for the hash
-            raise
-    for update in updates:
-        update.result()  # re-raises, should one have failed
+    with _hashing_thread(digest) as hash_part:
+        for chunk in chunks:
+            hash_part(chunk)
+            fileobj.write(chunk)
     end = fileobj.tell()
     fileobj.seek(start)
     fileobj.write(PREFIX.pack(MAGIC, version, len(header), body_len, digest.digest()))
@@ -358,15 +353,28 @@ def read_slot_file(path: Path, max_bytes: int | None = None) -> UnverifiedSlot:
         buffer = np.empty(info.st_size, dtype=np.uint8)
         view = memoryview(buffer)
         view[:len(prefix)] = prefix
-        digest, updates = hashlib.sha256(), []
-        with ThreadPoolExecutor(1, thread_name_prefix="fslot-hash") as hasher:  # one worker: updates in order
-            def hash_part(part: memoryview) -> None:
-                updates.append(hasher.submit(digest.update, part))
+        digest = hashlib.sha256()
+        with _hashing_thread(digest) as hash_part:
             filled = _read_hashing(f, view, len(prefix), hash_part)
-        for update in updates:
-            update.result()  # re-raises, should one have failed
     # A file that shrank while being read comes back short: decode reports it as truncated.
     return _decode(view[:filled], digest.digest)
+
+
+@contextmanager
+def _hashing_thread(digest) -> Iterator[Callable[[memoryview], None]]:
+    """Yield `hash_part(bytes)`, which has `digest` updated with those bytes on a second thread, in the order
+    given (one worker), while the caller reads or writes the next ones: hashlib lets go of the GIL, so the
+    two overlap. On leaving, every part is hashed (a failure re-raised); leaving by an exception (a failed
+    read or write) drops the parts not yet hashed instead of waiting for them."""
+    updates = []
+    with ThreadPoolExecutor(1, thread_name_prefix="fslot-hash") as hasher:
+        try:
+            yield lambda part: updates.append(hasher.submit(digest.update, part))
+        except BaseException:
+            hasher.shutdown(cancel_futures=True)
+            raise
+    for update in updates:
+        update.result()
 
 
 def _read_hashing(f, view: memoryview, filled: int, hash_part: Callable[[memoryview], object]) -> int:
