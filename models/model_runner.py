@@ -9,8 +9,9 @@ released is bookkeeping (scheduler/kv_pool.py); the runner just trusts the page
 tables it is given.
 
 It also moves KV between pages and host arrays for slot save/restore: a save
-reads the pages of one sequence, a restore writes them, with one gather or
-scatter per layer rather than a Python loop over positions.
+reads the pages of one sequence (one gather per layer), a restore writes
+them a piece of the file at a time, from the restoring thread (one scatter
+per piece), never with a Python loop over positions.
 """
 
 from __future__ import annotations
@@ -75,8 +76,11 @@ class ModelRunner:
     # --- slots: host <-> pages -------------------------------------------------
 
     def _slots(self, table: list[int], start: int, end: int) -> torch.Tensor:
+        # Flat pool slots of positions [start, end): page table[i // page], offset i % page.
         p = self.page_size
-        return torch.tensor([table[i // p] * p + i % p for i in range(start, end)], dtype=torch.long)
+        pages = torch.tensor(table[start // p:(end - 1) // p + 1], dtype=torch.long)  # None here is a bug
+        positions = torch.arange(start, end)
+        return pages[positions // p - start // p] * p + positions % p
 
     @torch.inference_mode()
     def read_layer(self, layer: int, table: list[int], start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,13 +95,32 @@ class ModelRunner:
         v = v_pages.view(-1, kvh, d).index_select(0, idx)
         return _to_numpy(k), _to_numpy(v)
 
-    @torch.inference_mode()
-    def write_layer(self, layer: int, table: list[int], start: int, k: np.ndarray, v: np.ndarray) -> None:
-        k_pages, v_pages = self.kv[layer]
-        idx = self._slots(table, start, start + k.shape[0])
-        kvh, d = self.spec.num_kv_heads, self.spec.head_dim
-        k_pages.view(-1, kvh, d).index_copy_(0, idx, _from_numpy(k, self.dtype))
-        v_pages.view(-1, kvh, d).index_copy_(0, idx, _from_numpy(v, self.dtype))
+    def page_views(self, layer: int, kind: str, table: list[int], start: int, end: int) -> list[np.ndarray]:
+        """Writable host views of where positions [start, end) of one layer's K (`kind` "K") or V ("V") live
+        in the pool: arrays [m, kvh, d] sharing the pool's memory, in position order, one per run of
+        consecutive pages. bfloat16 shows as its uint16 bit patterns, as slot files hold it.
+
+        A restore reads its file straight into these, from its own thread while the engine steps: no
+        intermediate copy, and no torch op whose OpenMP threads would fight the restore's hashing thread
+        for the cores. The pages are the restore's own, in no sequence's table and not in the cache yet,
+        so nothing else reads or writes them meanwhile."""
+        pages = self.kv[layer][0 if kind == "K" else 1]
+        if self.dtype == torch.bfloat16:
+            pages = pages.view(torch.uint16)
+        host = pages.numpy()  # [num_pages, page, kvh, d], the pool's own memory
+        p = self.page_size
+        runs: list[tuple[int, int, int]] = []  # (page, first offset, rows) runs of consecutive pool rows
+        pos = start
+        while pos < end:
+            page, offset = table[pos // p], pos % p
+            rows = min(p - offset, end - pos)
+            if runs and runs[-1][0] * p + runs[-1][1] + runs[-1][2] == page * p + offset:
+                runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + rows)  # the run goes on into this page
+            else:
+                runs.append((page, offset, rows))
+            pos += rows
+        flat = host.reshape(-1, *host.shape[2:])  # [num_pages * page, kvh, d]
+        return [flat[page * p + offset:page * p + offset + rows] for page, offset, rows in runs]
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -106,12 +129,3 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         return t.contiguous().view(torch.uint16).numpy()
     return t.contiguous().numpy()
-
-
-def _from_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    # Slot payloads are views into a file buffer: possibly unaligned or
-    # read-only. np.require copies only when torch could not use them as is.
-    a = np.require(a, requirements=["C", "A", "W"])
-    if dtype == torch.bfloat16:
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(a).to(dtype)

@@ -22,9 +22,9 @@ Why it is shaped so:
   place, so a multi-hundred-MB slot is never concatenated in memory. Into
   a seekable file it does both at once (the digest goes in last, over a
   placeholder); into a stream, hashing first.
-- `read_slot_file` hashes while it reads: a second thread hashes each
-  chunk as it arrives (hashlib releases the GIL), so a restore waits for
-  the slower of reading and hashing, not for both one after the other.
+- Files on disk are read through `slots.fslot_reader` (a second thread
+  hashes each piece as it arrives); `read_slot_file` reads one whole, a
+  restore streams one into the pool piece by piece (`slots.slot_io`).
 
 Not here: torch (the runner converts), paths and names (`slots.filenames`),
 durable writes (`slots.atomic_write`), engine bookkeeping.
@@ -35,8 +35,6 @@ from __future__ import annotations
 import hashlib
 import io
 import mmap
-import os
-import stat
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -58,15 +56,13 @@ from slots.fslot_layout import (
     SlotFormatError,
     SlotHeader,
     build_header,
+    check_prefix,
     check_size,
     parse_header,
 )
+from slots.fslot_reader import open_slot
 from slots.identity import SlotIdentity
 
-# The bytes read_slot_file reads before handing them to the hashing thread: small enough that the
-# last chunk's hash, which nothing overlaps, is short (16 MiB: about 10 ms), large enough that the
-# hand-overs cost nothing.
-READ_CHUNK_BYTES = 16 << 20
 
 __all__ = [
     "LayerKV", "SlotPayload", "UnverifiedSlot", "SlotFormatError", "FormatCheck",
@@ -267,39 +263,6 @@ def _as_le(array: np.ndarray, dtype: np.dtype, label: str) -> memoryview:
     return memoryview(contiguous.reshape(-1)).cast("B") if contiguous.size else memoryview(b"")
 
 
-def check_prefix(prefix: bytes | memoryview, file_size: int) -> tuple[int, int, int, bytes]:
-    """The checks the 56-byte prefix alone allows, in the documented order (size, length, magic, version,
-    declared lengths against the file's); returns (version, header_len, body_len, digest). A reader runs
-    them before reading the rest, so a file that is no slot file is refused without reading it whole."""
-    check_size(file_size)
-    if file_size < PREFIX_LEN or len(prefix) < PREFIX_LEN:
-        raise SlotFormatError(
-            FormatCheck.TOO_SHORT,
-            f"it is {file_size} bytes, shorter than the {PREFIX_LEN}-byte prefix",
-        )
-    magic, version, header_len, body_len, stored = PREFIX.unpack_from(prefix, 0)
-    if magic != MAGIC:
-        raise SlotFormatError(FormatCheck.MAGIC, f"bad magic {magic!r}, expected {MAGIC!r}")
-    if version not in READABLE_FORMAT_VERSIONS:
-        raise SlotFormatError(
-            FormatCheck.VERSION,
-            f"format version {version}; this build reads {sorted(READABLE_FORMAT_VERSIONS)}",
-        )
-    # The bound is the file, not a constant. Python ints: nothing wraps.
-    declared, available = header_len + body_len, file_size - PREFIX_LEN
-    if declared > available:
-        raise SlotFormatError(
-            FormatCheck.TRUNCATED,
-            f"it declares {declared} bytes of header+body, only {available} follow the prefix",
-        )
-    if declared < available:
-        raise SlotFormatError(
-            FormatCheck.TRAILING_BYTES,
-            f"it declares {declared} bytes of header+body, but {available} follow the prefix",
-        )
-    return version, header_len, body_len, stored
-
-
 def decode(buffer: bytes | bytearray | memoryview | mmap.mmap) -> UnverifiedSlot:
     """Check a slot file's framing, digest and header; raise SlotFormatError.
 
@@ -326,46 +289,26 @@ def _decode(view: memoryview, digest: Callable[[], bytes]) -> UnverifiedSlot:
 
 
 def read_slot_file(path: Path, max_bytes: int | None = None) -> UnverifiedSlot:
-    """Read and decode a slot file, refusing oversized or non-regular files first.
+    """Read a whole slot file into memory and decode it (`SlotReader`'s checks, then `decode`'s).
 
-    The size is taken from the open descriptor, so the file checked is the
-    file read; `max_bytes` (the server's --max-slot-file-bytes) is checked on
-    it too (`SlotFormatError` `too_large`). `UnverifiedSlot.file_bytes` is the
-    byte count read.
+    For tools and tests that want the payload as arrays; a restore streams the file into the pool
+    instead (`slots.slot_io.restore_file`). `UnverifiedSlot.file_bytes` is the byte count read.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb", buffering=0) as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SlotFormatError(FormatCheck.NOT_A_FILE, f"{path} is not a regular file")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise SlotFormatError(FormatCheck.TOO_LARGE,
-                                  f"the file is {info.st_size} bytes, over --max-slot-file-bytes {max_bytes}")
-        # The prefix first: a file that is not a slot file (or not this size) is refused before the
-        # rest of it is read -- a multi-GB stray file costs 56 bytes, not its size in memory and time.
-        prefix = bytearray(min(PREFIX_LEN, info.st_size))
-        with memoryview(prefix) as into:  # released before the cut below: a viewed bytearray cannot shrink
-            got = _read_into(f, into, 0)
-        del prefix[got:]
-        check_prefix(prefix, info.st_size)
-        # Uninitialised, not bytearray(n): that zero-fills every page before the read writes it again,
-        # about 0.4 s of a 1.8 s restore of a 448 MiB file in the server (the read is one copy anyway).
-        buffer = np.empty(info.st_size, dtype=np.uint8)
-        view = memoryview(buffer)
-        view[:len(prefix)] = prefix
-        digest = hashlib.sha256()
-        with _hashing_thread(digest) as hash_part:
-            filled = _read_hashing(f, view, len(prefix), hash_part)
-    # A file that shrank while being read comes back short: decode reports it as truncated.
-    return _decode(view[:filled], digest.digest)
+    with open_slot(path, max_bytes) as reader:
+        # Uninitialised, not bytearray(n): that zero-fills every page before the read writes it again.
+        view = memoryview(np.empty(reader.file_bytes, dtype=np.uint8))
+        view[:PREFIX_LEN] = reader.prefix
+        reader.read_into(view[PREFIX_LEN:])
+        reader.finish()  # the digest, checked before the header is parsed
+        return _decode(view, reader.digest)
 
 
 @contextmanager
 def _hashing_thread(digest) -> Iterator[Callable[[memoryview], None]]:
     """Yield `hash_part(bytes)`, which has `digest` updated with those bytes on a second thread, in the order
-    given (one worker), while the caller reads or writes the next ones: hashlib lets go of the GIL, so the
-    two overlap. On leaving, every part is hashed (a failure re-raised); leaving by an exception (a failed
-    read or write) drops the parts not yet hashed instead of waiting for them."""
+    given (one worker), while the caller writes the next ones: hashlib lets go of the GIL, so the two
+    overlap. On leaving, every part is hashed (a failure re-raised); leaving by an exception (a failed
+    write) drops the parts not yet hashed instead of waiting for them."""
     updates = []
     with ThreadPoolExecutor(1, thread_name_prefix="fslot-hash") as hasher:
         try:
@@ -375,34 +318,3 @@ def _hashing_thread(digest) -> Iterator[Callable[[memoryview], None]]:
             raise
     for update in updates:
         update.result()
-
-
-def _read_hashing(f, view: memoryview, filled: int, hash_part: Callable[[memoryview], object]) -> int:
-    """`_read_into` in chunks of READ_CHUNK_BYTES, handing each chunk's bytes past the prefix to
-    `hash_part` as soon as they are in; returns how many bytes `view` holds.
-
-    Why: SHA-256 of a 448 MiB slot takes about 0.26 s on one core and reading it about as long again
-    (page faults on the fresh buffer). hashlib lets go of the GIL while it hashes, so a second thread
-    hashes chunk i while this one reads chunk i + 1: the two overlap, and the restore waits for the
-    slower of them instead of their sum.
-    """
-    while filled < len(view):
-        got = _read_into(f, view[filled:min(filled + READ_CHUNK_BYTES, len(view))], 0)
-        if not got:
-            break
-        start = max(filled, PREFIX_LEN)
-        if filled + got > start:
-            hash_part(view[start:filled + got])
-        filled += got
-    return filled
-
-
-def _read_into(f, view: memoryview, filled: int) -> int:
-    """Fill `view` from `f` past its first `filled` bytes (a raw read may return less than asked);
-    returns how many bytes it holds, fewer should the file end sooner."""
-    while filled < len(view):
-        got = f.readinto(view[filled:])
-        if not got:
-            break
-        filled += got
-    return filled

@@ -241,3 +241,36 @@ def _utf8(raw: memoryview, field: str) -> str:
     except UnicodeDecodeError as error:
         detail = f"the {field} is not valid UTF-8 ({error.reason})"
         raise SlotFormatError(FormatCheck.UTF8, detail) from None
+
+
+def check_prefix(prefix: bytes | memoryview, file_size: int) -> tuple[int, int, int, bytes]:
+    """The checks the 56-byte prefix alone allows, in the documented order (size, length, magic, version,
+    declared lengths against the file's); returns (version, header_len, body_len, digest). A reader runs
+    them before reading the rest, so a file that is no slot file is refused without reading it whole."""
+    check_size(file_size)
+    if file_size < PREFIX_LEN or len(prefix) < PREFIX_LEN:
+        raise SlotFormatError(
+            FormatCheck.TOO_SHORT,
+            f"it is {file_size} bytes, shorter than the {PREFIX_LEN}-byte prefix",
+        )
+    magic, version, header_len, body_len, stored = PREFIX.unpack_from(prefix, 0)
+    if magic != MAGIC:
+        raise SlotFormatError(FormatCheck.MAGIC, f"bad magic {magic!r}, expected {MAGIC!r}")
+    if version not in READABLE_FORMAT_VERSIONS:
+        raise SlotFormatError(
+            FormatCheck.VERSION,
+            f"format version {version}; this build reads {sorted(READABLE_FORMAT_VERSIONS)}",
+        )
+    # The bound is the file, not a constant. Python ints: nothing wraps.
+    declared, available = header_len + body_len, file_size - PREFIX_LEN
+    if declared > available:
+        raise SlotFormatError(
+            FormatCheck.TRUNCATED,
+            f"it declares {declared} bytes of header+body, only {available} follow the prefix",
+        )
+    if declared < available:
+        raise SlotFormatError(
+            FormatCheck.TRAILING_BYTES,
+            f"it declares {declared} bytes of header+body, but {available} follow the prefix",
+        )
+    return version, header_len, body_len, stored

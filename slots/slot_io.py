@@ -1,37 +1,46 @@
 """Save a slot's KV to an .fslot file and restore one into the pool.
 
-Split by thread on purpose. Reading pages out (`snapshot`) and writing pages
-in (`install`) touch the pool and the page tensors, so they run on the engine
-thread between steps and are one gather / scatter per layer. Disk I/O
-(`write_file`, `read_file`) runs on a worker thread so a multi-hundred-MB
-file never stalls decoding.
+Saving: `snapshot` reads the pinned pages out on the engine thread (one
+gather per layer), then `write_file` writes them on a worker thread so a
+multi-hundred-MB file never stalls decoding.
+
+Restoring (`restore_file`, a worker thread) streams the file into the pool
+piece by piece, with no copy of the whole file in memory: the header and
+tokens are read and checked, the engine thread reserves fresh pages
+(`slots.slot_install`), each piece of KV is checked and written into them
+as it arrives while the engine keeps stepping, and only once the digest
+matches does the engine thread put the pages in the prefix cache; on any
+refusal it takes them back. The checks keep the format's order
+(docs/fslot-format.md): size and prefix before reading the rest, then the
+digest, the header against the body, the identity against the serving
+checkpoint, and the contents against the server (token ids, length, finite
+K and V: the digest is a checksum anyone can recompute, not a signature).
+An error found early waits for the digest (`SlotReader.refuse`), so a
+corrupt file is reported as corrupt whatever else its corruption breaks.
 
 What a slot file holds here: the slot's page-aligned token prefix; every
 full-attention layer's KV for all of it; each windowed layer's KV for its
 live suffix only (format v2's `first_held`) -- earlier window positions were
 released by slides and are never read again. No pending logits: the next
 request recomputes the prefix's last token, as every cache hit does.
-
-Restore checks, in order: size (before reading), the prefix's framing (before
-reading the rest), digest (decode),
-header against body (decode), identity against the serving checkpoint
-(verify), contents against the server (`check_contents`: the digest is a
-checksum anyone can recompute, not a signature), and only then allocates pages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from slots.atomic_write import atomic_write
-from slots.fslot import LayerKV, SlotPayload, read_slot_file, write_to
-from slots.identity import SlotIdentity
+from slots.fslot import LayerKV, SlotPayload, write_to
+from slots.fslot_layout import SlotFormatError
+from slots.fslot_reader import open_slot
+from slots.identity import IdentityMismatch, SlotIdentity
+from slots.slot_install import InstallPlan, RestoreError, abandon, plan_install, publish, reserve
 
-
-class RestoreError(Exception):
-    """A verified file that still cannot be installed (no room, bad geometry)."""
+__all__ = ["RestoreError", "snapshot", "write_file", "restore_file", "check_tokens", "check_finite"]
 
 
 def _live_suffix_start(window_pages: list, page: int) -> int:
@@ -64,102 +73,74 @@ def write_file(path: Path, identity: SlotIdentity, payload: SlotPayload) -> int:
     return atomic_write(path, lambda f: write_to(f, identity, payload))
 
 
-def read_file(path: Path, identity: SlotIdentity, max_bytes: int, vocab_size: int | None = None,
-              n_ctx: int | None = None) -> tuple[SlotPayload, int]:
-    """Read, decode, verify and check the contents against the server (worker thread). Raises
-    SlotFormatError / IdentityMismatch / RestoreError."""
-    slot = read_slot_file(path, max_bytes)  # sizes checked on the descriptor it reads
-    payload = slot.verify(identity)
-    check_contents(payload, vocab_size, n_ctx)
-    return payload, slot.file_bytes
+def restore_file(path: Path, identity: SlotIdentity, runner, on_engine: Callable[[Callable[[Any], Any]], Any],
+                 pin: Callable[[list[int]], int], *, window: int | None, max_bytes: int,
+                 vocab_size: int | None = None, n_ctx: int | None = None) -> tuple[int, int]:
+    """Restore a slot file into the pool (worker thread); returns (what `pin` returns, bytes read).
+
+    `on_engine(fn)` runs `fn(engine)` on the engine thread and returns its result; `pin(tokens)` runs
+    there once the pages are cached, to hold them for the slot. Raises SlotFormatError, IdentityMismatch or
+    RestoreError, and then nothing is left behind in the pool.
+    """
+    with open_slot(path, max_bytes) as reader:
+        try:
+            header = reader.header()
+            header.identity.compare(identity)
+            tokens = np.empty(header.n_prompt, dtype="<u4")
+            reader.read_into(memoryview(tokens).cast("B"))
+            reader.skip(4 * header.n_logits)  # pending logits: a restore recomputes the last token instead
+            check_tokens(tokens, header.positions, vocab_size, n_ctx)
+            plan = plan_install(header, tokens.tolist(), runner.layer_groups, runner.page_size, window)
+            on_engine(lambda engine: reserve(plan, engine.scheduler.alloc))
+        except (SlotFormatError, IdentityMismatch, RestoreError) as error:
+            reader.refuse(error)
+        published = False
+        try:
+            try:
+                _stream_kv(reader, header, plan, runner)
+            except RestoreError as error:
+                reader.refuse(error)
+            reader.finish()
+            result = on_engine(lambda engine: pin(publish(plan, engine.scheduler.alloc)))
+            published = True
+        finally:
+            if not published:
+                on_engine(lambda engine: abandon(plan, engine.scheduler.alloc))
+        return result, reader.file_bytes
 
 
-def check_contents(payload: SlotPayload, vocab_size: int | None, n_ctx: int | None) -> None:
-    """What a well-formed file of the right model may still get wrong: token ids the model has no embedding
-    for, more tokens than a request may hold (the next prompt could not even fit), and K/V that are NaN or
-    infinite (every later request sharing the prefix would decode garbage from them)."""
-    tokens = payload.tokens
+def _stream_kv(reader, header, plan: InstallPlan, runner) -> None:
+    """Each layer's K then V: the positions the plan installs read straight into their pages, and checked
+    there; the rest only hashed."""
+    ident = header.identity
+    row_bytes = ident.n_kv_heads * ident.head_dim * np.dtype(ident.kv_dtype.numpy_dtype).itemsize
+    for layer in range(ident.n_layers):
+        first = header.first_held_of(layer)
+        lo, hi = plan.positions_of(layer)  # first <= lo: plan_install installs no position a layer lacks
+        for kind in ("K", "V"):
+            reader.skip((lo - first) * row_bytes)
+            views = runner.page_views(layer, kind, plan.table_of(layer), lo, hi)
+            reader.read_into(*(memoryview(view).cast("B") for view in views))
+            for view in views:
+                check_finite(view, layer, kind)
+            reader.skip((header.positions - hi) * row_bytes)
+
+
+def check_tokens(tokens: np.ndarray, positions: int, vocab_size: int | None, n_ctx: int | None) -> None:
+    """What a well-formed file of the right model may still get wrong in its tokens: ids the model has no
+    embedding for, and more tokens than a request may hold (the next prompt could not even fit)."""
     if vocab_size is not None and tokens.size and int(tokens.max()) >= vocab_size:
         raise RestoreError(f"slot file holds token id {int(tokens.max())}, outside the vocabulary (size {vocab_size})")
-    held = min(len(tokens), payload.positions)
+    held = min(len(tokens), positions)
     if n_ctx is not None and held >= n_ctx:
         raise RestoreError(f"slot file holds {held} tokens, and this server's context is {n_ctx} (--max-model-len)")
-    for index, layer in enumerate(payload.layers):
-        for name, array in (("K", layer.k), ("V", layer.v)):
-            if not _all_finite(array):
-                raise RestoreError(f"slot file's layer {index} {name} holds NaN or infinite values")
 
 
-def _all_finite(array: np.ndarray) -> bool:
-    if array.dtype.kind == "u":  # bf16's raw bit patterns: all exponent bits set is inf or NaN
-        return not bool(np.any((array & 0x7F80) == 0x7F80))
-    return bool(np.isfinite(array).all())
-
-
-def install(payload: SlotPayload, runner, allocator, window: int | None) -> list[int]:
-    """Write a verified payload into fresh pages and the prefix cache (engine thread).
-
-    Returns the page-aligned tokens now cached; the caller pins them to a slot.
-    """
-    page = allocator.page
-    tokens = [int(t) for t in payload.tokens]
-    n = (min(len(tokens), payload.positions) // page) * page
-    if n == 0:
-        raise RestoreError(f"slot file holds {len(tokens)} tokens, fewer than one page ({page}); nothing to restore")
-    groups = runner.layer_groups
-    for index, (layer, group) in enumerate(zip(payload.layers, groups)):
-        # Every later request reads a full-attention layer from position 0: rows missing there would be
-        # whatever the fresh pages last held (a crafted file can say so; the digest does not stop it).
-        if group == "full" and layer.first_held:
-            raise RestoreError(f"the file's layer {index} holds positions from {layer.first_held} on, and it is a "
-                               "full-attention layer here, which must hold every position from 0")
-    # The window layers' KV we install: the live suffix the file holds, cut to
-    # what a continuation reads (the last window plus a page), page aligned.
-    win_start = 0
-    if "window" in groups:
-        held_from = max(layer.first_held for layer, g in zip(payload.layers, groups) if g == "window")
-        reads_from = max(0, n - (window or n) - page)
-        win_start = max(-(-held_from // page) * page, (reads_from // page) * page)
-        if win_start >= n:
-            raise RestoreError("the file's windowed layers hold no positions inside the window this restore needs")
-        # A later prompt reuses the first m tokens (m a multiple of this page size, at most n) only with its
-        # windowed layers' KV from the page holding m - window + 1 on; for m = n that must be installed, or
-        # the restore would report tokens that nothing can reuse. A file saved at another page size can hold
-        # its window from a position no page here starts at, and then misses the start of one.
-        if window and win_start > max(0, n - window + 1) // page * page:
-            raise RestoreError(f"the file's windowed layers hold positions from {held_from}, and continuing its {n} "
-                               f"tokens at this server's page size ({page}) needs them from "
-                               f"{max(0, n - window + 1) // page * page}: restore it into a server with the page "
-                               "size it was saved at")
-    n_pages = n // page
-    needs = {}
-    if allocator.full is not None:
-        needs["full"] = n_pages
-    if allocator.win is not None:
-        needs["window"] = n_pages - win_start // page
-    # Other slots' pins give way to a restore as they do to a request (oldest first, and only if that
-    # makes the room); what running requests hold does not.
-    if allocator.release_holds_for(needs) is None:
-        raise RestoreError(f"no room in the KV pool for {n} restored tokens beside what running requests "
-                           f"hold; raise --kv-cache-tokens (or --swa-pool-tokens) or retry when they finish")
-    full_pages = allocator.allocate_pages("full", needs["full"]) if "full" in needs else []
-    window_pages = [None] * (win_start // page)
-    if "window" in needs:
-        window_pages += allocator.allocate_pages("window", needs["window"])
-    try:
-        for layer, (kv, group) in enumerate(zip(payload.layers, groups)):
-            if group == "full":
-                runner.write_layer(layer, full_pages, 0, kv.k[:n], kv.v[:n])
-            else:
-                lo = win_start - kv.first_held
-                runner.write_layer(layer, window_pages, win_start, kv.k[lo:n - kv.first_held], kv.v[lo:n - kv.first_held])
-        allocator.cache.insert(tokens[:n], full_pages, window_pages)
-    finally:
-        # The cache took its own references (or kept older equal pages);
-        # ours were only for the copy.
-        for p in full_pages:
-            allocator.full.decref(p)
-        for p in window_pages:
-            if p is not None:
-                allocator.win.decref(p)
-    return tokens[:n]
+def check_finite(rows: np.ndarray, layer: int, kind: str) -> None:
+    """K or V that are NaN or infinite would make every later request sharing the prefix decode garbage."""
+    if rows.dtype.kind == "u":  # bf16's raw bit patterns: all exponent bits set is inf or NaN
+        bad = bool(np.any((rows & 0x7F80) == 0x7F80))
+    else:
+        bad = not bool(np.isfinite(rows).all())
+    if bad:
+        raise RestoreError(f"slot file's layer {layer} {kind} holds NaN or infinite values")

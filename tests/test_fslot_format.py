@@ -363,18 +363,16 @@ def test_a_file_that_shrinks_while_it_is_read_is_refused_as_truncated_and_never_
 
 
 def test_a_file_read_in_many_chunks_is_hashed_whole_while_it_is_read(tmp_path, monkeypatch):
-    import slots.fslot as fslot
+    import slots.fslot_reader as fslot_reader
 
     path = tmp_path / "s.fslot"
     data = encode(identity(), payload(first_held=(0, 1)))
     path.write_bytes(data)
-    monkeypatch.setattr(fslot, "READ_CHUNK_BYTES", 7)  # a chunk boundary inside the prefix, header and body
+    monkeypatch.setattr(fslot_reader, "READ_CHUNK_BYTES", 7)  # a chunk boundary inside the header and body
     hashed = []
-    real = fslot._read_hashing
-    monkeypatch.setattr(fslot, "_read_hashing",
-                        lambda f, view, filled, hash_part: real(f, view, filled,
-                                                                 lambda part: (hashed.append(bytes(part)),
-                                                                               hash_part(part))))
+    real = fslot_reader._update_all
+    monkeypatch.setattr(fslot_reader, "_update_all",
+                        lambda digest, views: (hashed.extend(bytes(v) for v in views), real(digest, views)))
     slot = read_slot_file(path)
     assert b"".join(hashed) == data[PREFIX_LEN:] and len(hashed) > 10
     assert_same_payload(slot.verify(identity()), payload(first_held=(0, 1)))
@@ -382,7 +380,7 @@ def test_a_file_read_in_many_chunks_is_hashed_whole_while_it_is_read(tmp_path, m
 
 @pytest.mark.parametrize("where", ["first_chunk_after_the_prefix", "a_middle_chunk", "the_last_byte"])
 def test_a_flipped_byte_in_any_chunk_of_the_read_is_caught_by_the_digest(tmp_path, monkeypatch, where):
-    import slots.fslot as fslot
+    import slots.fslot_reader as fslot_reader
 
     data = bytearray(encode(identity(), payload()))
     at = {"first_chunk_after_the_prefix": PREFIX_LEN + 1, "a_middle_chunk": len(data) // 2,
@@ -390,7 +388,7 @@ def test_a_flipped_byte_in_any_chunk_of_the_read_is_caught_by_the_digest(tmp_pat
     data[at] ^= 0x01
     path = tmp_path / "s.fslot"
     path.write_bytes(bytes(data))
-    monkeypatch.setattr(fslot, "READ_CHUNK_BYTES", 16)
+    monkeypatch.setattr(fslot_reader, "READ_CHUNK_BYTES", 16)
     with pytest.raises(SlotFormatError) as caught:
         read_slot_file(path)
     assert caught.value.check == "digest"

@@ -28,7 +28,7 @@ from server.slot_wait import wait_for_slot
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
 from slots.fslot import SlotFormatError
 from slots.identity import IdentityMismatch
-from slots.slot_io import RestoreError, install, read_file, snapshot, write_file
+from slots.slot_io import RestoreError, restore_file, snapshot, write_file
 
 router = APIRouter()
 
@@ -136,24 +136,27 @@ async def _restore(state, slot, path):
     t0 = time.perf_counter()
     if not path.is_file():
         raise NotFoundError(f"no slot file named {path.name!r} in --slot-save-path", param="filename")
+    engine = state.engine
+
+    def pin(tokens: list[int]) -> int:  # on the engine thread, once the restored pages are cached
+        state.slots.pin(slot, tokens)
+        return len(slot.tokens)
+
+    work = asyncio.ensure_future(asyncio.to_thread(
+        restore_file, path, state.slot_identity, state.runner, lambda fn: engine.call(fn).result(), pin,
+        window=state.info.spec.sliding_window, max_bytes=state.settings.max_slot_file_bytes,
+        vocab_size=state.info.spec.vocab_size, n_ctx=state.info.max_model_len))
     try:
-        payload, n_read = await asyncio.to_thread(read_file, path, state.slot_identity,
-                                                  state.settings.max_slot_file_bytes, state.info.spec.vocab_size,
-                                                  state.info.max_model_len)
+        n, n_read = await asyncio.shield(work)
+    except asyncio.CancelledError:
+        # The restoring thread pins the slot when it ends: the slot stays claimed until then, so that no
+        # other action or request takes it in between.
+        await asyncio.wait([work])
+        raise
     except SlotFormatError as exc:
         raise InvalidRequestError(f"slot file refused ({exc.check}): {exc}", param="filename", code=str(exc.check)) from None
     except IdentityMismatch as exc:
         raise InvalidRequestError(str(exc), param="filename", code=f"identity_{exc.field}") from None
-    except RestoreError as exc:
-        raise InvalidRequestError(str(exc), param="filename") from None
-
-    def on_engine(engine):
-        tokens = install(payload, state.runner, engine.scheduler.alloc, state.info.spec.sliding_window)
-        state.slots.pin(slot, tokens)
-        return len(slot.tokens)
-
-    try:
-        n = await asyncio.wrap_future(state.engine.call(on_engine))
     except RestoreError as exc:
         raise InvalidRequestError(str(exc), param="filename") from None
     return {"id_slot": slot.id, "filename": path.name, "n_restored": n, "n_read": n_read,
