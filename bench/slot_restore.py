@@ -2,7 +2,7 @@
 
 On the Qwen3-0.6B-shaped bf16 checkpoint, in one process:
 1. prefill a P-token prompt through the engine (the cost a restore avoids);
-2. save the slot holding it (`snapshot` on the engine thread + atomic file write);
+2. save the slot holding it (written straight out of its pages, atomically);
 3. erase, then restore the file (streamed into pages, checked and hashed as it arrives);
 4. read the same file sequentially into memory (the disk/page-cache floor).
 Prints milliseconds, throughputs and the ratio prefill / restore.
@@ -24,7 +24,7 @@ from scheduler.sampling_params import SamplingParams
 from server.runtime import build_runtime
 from server.settings import ServeSettings
 from slots.identity import SlotIdentity, checkpoint_fingerprint
-from slots.slot_io import restore_file, snapshot, write_file
+from slots.slot_io import restore_file, save_file
 from slots.slot_table import SlotTable
 
 
@@ -43,7 +43,6 @@ def main(argv=None) -> None:
     spec = info.spec
     ident = SlotIdentity(spec.architecture, spec.num_layers, spec.num_kv_heads, spec.head_dim,
                          runner.kv_dtype_name, checkpoint_fingerprint(path))
-    page = info.page_size
     prefill_ms, save_ms, restore_ms, read_ms = [], [], [], []
     workdir = Path(tempfile.mkdtemp(prefix="slotbench-"))
     size = 0
@@ -55,10 +54,8 @@ def main(argv=None) -> None:
         slot = table.slots[0]
 
         t0 = time.perf_counter()
-        payload = engine.call(lambda e: snapshot(slot, runner, page)).result()
-        size = write_file(workdir / "s.fslot", ident, payload)
+        _, size = save_file(workdir / "s.fslot", ident, runner, lambda fn: engine.call(fn).result(), slot)
         save_ms.append((time.perf_counter() - t0) * 1000)
-        del payload
         # Forget the slot and every cached page, so the restore really installs.
         engine.call(lambda e: (table.unpin(slot), e.scheduler.alloc.cache.clear())).result()
 
@@ -82,7 +79,7 @@ def main(argv=None) -> None:
     print("| operation | ms | MiB/s |")
     print("|---|---|---|")
     print(f"| prefill {args.tokens} tokens | {m['prefill']:.0f} | |")
-    print(f"| save (snapshot + atomic write) | {m['save']:.0f} | {mb / m['save'] * 1000:.0f} |")
+    print(f"| save (pages to an atomic file) | {m['save']:.0f} | {mb / m['save'] * 1000:.0f} |")
     print(f"| restore (stream into pages + verify) | {m['restore']:.0f} | {mb / m['restore'] * 1000:.0f} |")
     print(f"| plain sequential read | {m['read']:.0f} | {mb / m['read'] * 1000:.0f} |")
     print(f"restore is {m['prefill'] / m['restore']:.1f}x faster than prefill; "

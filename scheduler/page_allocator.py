@@ -140,7 +140,7 @@ class PageAllocator:
         which then calls `on_release` so the holder knows it holds nothing any more.
         """
         held = self.cache.path_pages(tokens)
-        self._reference(held)
+        self.reference(held)
         if held.full_pages or any(p is not None for p in held.window_pages):
             self._holds[id(held)] = (held, on_release)  # a hold of nothing has nothing to give way
         return held
@@ -148,7 +148,7 @@ class PageAllocator:
     def drop_hold(self, held: Match) -> None:
         """Give a hold's references back; a hold already released under pressure has none left."""
         if self._holds.pop(id(held), None) is not None:
-            self._unreference(held)
+            self.unreference(held)
 
     def release_holds_for(self, needs: dict[str, int]) -> int | None:
         """Release the oldest holds until `needs` can be allocated; how many went (0: it fitted already),
@@ -165,16 +165,16 @@ class PageAllocator:
         # moment: a held page stays a cache node (the cache evicts only pages it alone holds), so this
         # round trip changes nothing.
         for held in holds:
-            self._unreference(held)
+            self.unreference(held)
         enough = self.can_allocate(needs)
         for held in holds:
-            self._reference(held)
+            self.reference(held)
         if not enough:
             return None
         released = 0
         while not self.can_allocate(needs):
             held, on_release = self._holds.pop(next(iter(self._holds)))
-            self._unreference(held)
+            self.unreference(held)
             released += 1
             if on_release is not None:
                 on_release()
@@ -185,14 +185,16 @@ class PageAllocator:
         """The holds whose references are taken, oldest first."""
         return [held for held, _ in self._holds.values()]
 
-    def _reference(self, held: Match) -> None:
+    def reference(self, held: Match) -> None:
+        """References on every page of `held` that never give way (a hold's do): a save reading the pages
+        from another thread keeps them from being freed and rewritten under it until `unreference`."""
         for p in held.full_pages:
             self.full.incref(p)
         for p in held.window_pages:
             if p is not None:
                 self.win.incref(p)
 
-    def _unreference(self, held: Match) -> None:
+    def unreference(self, held: Match) -> None:
         for p in held.full_pages:
             self.full.decref(p)
         for p in held.window_pages:

@@ -60,7 +60,7 @@ from slots.fslot_layout import (
     check_size,
     parse_header,
 )
-from slots.fslot_reader import open_slot
+from slots.fslot_reader import READ_CHUNK_BYTES, open_slot, update_digest
 from slots.identity import SlotIdentity
 
 
@@ -76,17 +76,23 @@ class LayerKV:
     """One layer's saved KV: positions [first_held, first_held + len(k)).
 
     k and v: [held_positions, n_kv_heads, head_dim], dtype float32, float16,
-    or uint16 holding bfloat16 bit patterns.
+    or uint16 holding bfloat16 bit patterns. To write, each may also be a
+    list of such arrays, the rows in order: a save streams straight out of
+    the pool's pages, one view per run of consecutive pages.
     """
 
-    k: np.ndarray
-    v: np.ndarray
+    k: np.ndarray | list[np.ndarray]
+    v: np.ndarray | list[np.ndarray]
     first_held: int = 0
 
     @property
     def positions(self) -> int:
         """The sequence length this layer's KV belongs to."""
-        return self.first_held + int(self.k.shape[0])
+        return self.first_held + sum(int(part.shape[0]) for part in _parts(self.k))
+
+
+def _parts(rows: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
+    return rows if isinstance(rows, list) else [rows]
 
 
 @dataclass
@@ -193,10 +199,16 @@ def write_to(fileobj: BinaryIO, identity: SlotIdentity, payload: SlotPayload) ->
     start = fileobj.tell()
     fileobj.write(bytes(PREFIX_LEN))
     fileobj.write(header)
-    with _hashing_thread(digest) as hash_part:
+    with _hashing_thread(digest) as hash_parts:
+        batch, size = [], 0
         for chunk in chunks:
-            hash_part(chunk)
             fileobj.write(chunk)
+            batch.append(chunk)
+            size += chunk.nbytes
+            if size >= READ_CHUNK_BYTES:  # a task per batch: pieces of a page each would cost more to hand over
+                hash_parts(batch)
+                batch, size = [], 0
+        hash_parts(batch)
     end = fileobj.tell()
     fileobj.seek(start)
     fileobj.write(PREFIX.pack(MAGIC, version, len(header), body_len, digest.digest()))
@@ -232,11 +244,13 @@ def _plan(identity: SlotIdentity, payload: SlotPayload) -> tuple[bytes, list[mem
         if not 0 <= layer.first_held <= positions:
             raise ValueError(f"layer {index}: first_held {layer.first_held} beyond {positions}")
         want = (positions - layer.first_held, identity.n_kv_heads, identity.head_dim)
-        for name, array in (("k", layer.k), ("v", layer.v)):
-            if tuple(array.shape) != want:
-                raise ValueError(f"layer {index} {name}: shape {array.shape}, expected {want} "
+        for name, rows in (("k", layer.k), ("v", layer.v)):
+            parts = [np.asarray(part) for part in _parts(rows)]
+            shape = (sum(part.shape[0] for part in parts), *(parts[0].shape[1:] if parts else want[1:]))
+            if shape != want or any(part.shape[1:] != want[1:] for part in parts):
+                raise ValueError(f"layer {index} {name}: shape {shape}, expected {want} "
                                  f"(positions {positions}, first_held {layer.first_held})")
-            chunks.append(_as_le(array, kv_dtype, f"layer {index} {name}"))
+            chunks += [_as_le(part, kv_dtype, f"layer {index} {name}") for part in parts]
         first_held.append(int(layer.first_held))
     suffix = None if _all_layers_full(payload) else first_held
     header = build_header(identity, positions, len(payload.tokens),
@@ -304,15 +318,15 @@ def read_slot_file(path: Path, max_bytes: int | None = None) -> UnverifiedSlot:
 
 
 @contextmanager
-def _hashing_thread(digest) -> Iterator[Callable[[memoryview], None]]:
-    """Yield `hash_part(bytes)`, which has `digest` updated with those bytes on a second thread, in the order
-    given (one worker), while the caller writes the next ones: hashlib lets go of the GIL, so the two
+def _hashing_thread(digest) -> Iterator[Callable[[list[memoryview]], None]]:
+    """Yield `hash_parts(views)`, which has `digest` updated with those bytes on a second thread, in the
+    order given (one worker), while the caller writes the next ones: hashlib lets go of the GIL, so the two
     overlap. On leaving, every part is hashed (a failure re-raised); leaving by an exception (a failed
     write) drops the parts not yet hashed instead of waiting for them."""
     updates = []
     with ThreadPoolExecutor(1, thread_name_prefix="fslot-hash") as hasher:
         try:
-            yield lambda part: updates.append(hasher.submit(digest.update, part))
+            yield lambda parts: updates.append(hasher.submit(update_digest, digest, parts))
         except BaseException:
             hasher.shutdown(cancel_futures=True)
             raise

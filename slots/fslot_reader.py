@@ -128,7 +128,7 @@ class SlotReader:
         # One task per batch: a task per page-sized view cost more in hand-overs than the hashing did.
         while self._hashing and self._hashing[0].done():  # bounded by what is still in flight
             self._hashing.popleft().result()
-        done = self._hasher.submit(_update_all, self._digest, views)
+        done = self._hasher.submit(update_digest, self._digest, views)
         self._hashing.append(done)
         return done
 
@@ -181,7 +181,8 @@ def open_slot(path: Path, max_bytes: int | None = None) -> Iterator[SlotReader]:
                 raise
 
 
-def _update_all(digest, views: list[memoryview]) -> None:
+def update_digest(digest, views: list[memoryview]) -> None:
+    """`digest` updated with `views` in order: one task of the hashing thread."""
     for view in views:
         digest.update(view)
 

@@ -1,8 +1,9 @@
 """Save a slot's KV to an .fslot file and restore one into the pool.
 
-Saving: `snapshot` reads the pinned pages out on the engine thread (one
-gather per layer), then `write_file` writes them on a worker thread so a
-multi-hundred-MB file never stalls decoding.
+Saving (`save_file`, a worker thread) writes the file straight out of the
+slot's pages, which the engine thread keeps from being freed meanwhile: no
+copy of the slot in memory, and a multi-hundred-MB file never stalls
+decoding.
 
 Restoring (`restore_file`, a worker thread) streams the file into the pool
 piece by piece, with no copy of the whole file in memory: the header and
@@ -40,7 +41,7 @@ from slots.fslot_reader import open_slot
 from slots.identity import IdentityMismatch, SlotIdentity
 from slots.slot_install import InstallPlan, RestoreError, abandon, plan_install, publish, reserve
 
-__all__ = ["RestoreError", "snapshot", "write_file", "restore_file", "check_tokens", "check_finite"]
+__all__ = ["RestoreError", "save_file", "write_file", "restore_file", "check_tokens", "check_finite"]
 
 
 def _live_suffix_start(window_pages: list, page: int) -> int:
@@ -50,22 +51,39 @@ def _live_suffix_start(window_pages: list, page: int) -> int:
     return i * page
 
 
-def snapshot(slot, runner, page: int) -> SlotPayload | None:
-    """Copy the slot's pinned KV into host arrays (engine thread)."""
+def save_file(path: Path, identity: SlotIdentity, runner, on_engine: Callable[[Callable[[Any], Any]], Any],
+              slot) -> tuple[int, int] | None:
+    """Save the slot's pinned KV as a slot file (worker thread); returns (tokens saved, bytes written), or
+    None when the slot holds nothing.
+
+    Streams straight out of the pool: the engine thread takes references on the slot's pages that never
+    give way (a pin does, to requests that need the room), and the file is written from views of those
+    pages while the engine keeps stepping -- no copy of the slot in memory, and no gather stalling
+    decoding. Cached pages are never rewritten while referenced, so the views hold still."""
+    held = on_engine(lambda engine: _reference_pinned(slot, engine.scheduler.alloc))
+    if held is None:
+        return None
+    tokens, pages = held
+    try:
+        n, page = len(tokens), runner.page_size
+        layers = []
+        for layer, group in enumerate(runner.layer_groups):
+            table = pages.full_pages if group == "full" else pages.window_pages
+            first = 0 if group == "full" else _live_suffix_start(pages.window_pages, page)
+            layers.append(LayerKV(runner.page_views(layer, "K", table, first, n),
+                                  runner.page_views(layer, "V", table, first, n), first))
+        payload = SlotPayload(np.asarray(tokens, dtype=np.uint32), np.zeros(0, dtype=np.float32), layers)
+        return n, write_file(path, identity, payload)
+    finally:
+        on_engine(lambda engine: engine.scheduler.alloc.unreference(pages))
+
+
+def _reference_pinned(slot, allocator):
+    """(tokens, pages) of the slot's pin with references taken on the pages (engine thread), or None."""
     if slot.hold is None or not slot.tokens:
         return None
-    n = len(slot.tokens)
-    held = slot.hold
-    layers = []
-    for layer, group in enumerate(runner.layer_groups):
-        if group == "full":
-            k, v = runner.read_layer(layer, held.full_pages, 0, n)
-            layers.append(LayerKV(k, v, 0))
-        else:
-            first = _live_suffix_start(held.window_pages, page)
-            k, v = runner.read_layer(layer, held.window_pages, first, n)
-            layers.append(LayerKV(k, v, first))
-    return SlotPayload(np.asarray(slot.tokens, dtype=np.uint32), np.zeros(0, dtype=np.float32), layers)
+    allocator.reference(slot.hold)
+    return list(slot.tokens), slot.hold
 
 
 def write_file(path: Path, identity: SlotIdentity, payload: SlotPayload) -> int:

@@ -370,8 +370,8 @@ def test_a_file_read_in_many_chunks_is_hashed_whole_while_it_is_read(tmp_path, m
     path.write_bytes(data)
     monkeypatch.setattr(fslot_reader, "READ_CHUNK_BYTES", 7)  # a chunk boundary inside the header and body
     hashed = []
-    real = fslot_reader._update_all
-    monkeypatch.setattr(fslot_reader, "_update_all",
+    real = fslot_reader.update_digest
+    monkeypatch.setattr(fslot_reader, "update_digest",
                         lambda digest, views: (hashed.extend(bytes(v) for v in views), real(digest, views)))
     slot = read_slot_file(path)
     assert b"".join(hashed) == data[PREFIX_LEN:] and len(hashed) > 10

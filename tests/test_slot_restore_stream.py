@@ -20,16 +20,17 @@ from scheduler.sampling_params import SamplingParams
 from server.runtime import build_runtime
 from server.settings import ServeSettings
 from slots import fslot
+from slots.fslot import read_slot_file
 from slots.fslot_layout import PREFIX_LEN, SlotFormatError
 from slots.identity import IdentityMismatch, SlotIdentity, checkpoint_fingerprint
-from slots.slot_io import RestoreError, restore_file, snapshot, write_file
+from slots.slot_io import RestoreError, restore_file, save_file, write_file
 from slots.slot_table import SlotTable
 
 PROMPT = [(13 * j) % 400 + 30 for j in range(1500)]
 
 
 @pytest.fixture(scope="module", params=[None, 32], ids=["full", "windowed"])
-def served(request, tiny_checkpoint):
+def served(request, tiny_checkpoint, tmp_path_factory):
     window = request.param
     model = tiny_checkpoint("qwen3", sliding_window=window, layers=3) if window else tiny_checkpoint("qwen3")
     info, engine, _tok, runner, _ = build_runtime(ServeSettings(model=model, dtype="float32", max_model_len=2048))
@@ -40,7 +41,9 @@ def served(request, tiny_checkpoint):
     identity = SlotIdentity(spec.architecture, spec.num_layers, spec.num_kv_heads, spec.head_dim,
                             runner.kv_dtype_name, checkpoint_fingerprint(model))
     list(engine.submit(EngineRequest("fill", PROMPT, SamplingParams(max_tokens=1, temperature=0), slot_id=0)))
-    saved = engine.call(lambda e: snapshot(table.slots[0], runner, info.page_size)).result()
+    path = tmp_path_factory.mktemp("saved") / "s.fslot"
+    save_file(path, identity, runner, lambda fn: engine.call(fn).result(), table.slots[0])
+    saved = read_slot_file(path).verify(identity)
     yield dataclasses.make_dataclass("Served", ["info", "engine", "runner", "table", "identity", "saved"])(
         info, engine, runner, table, identity, saved)
     engine.shutdown()
@@ -131,3 +134,61 @@ def test_a_refused_restore_gives_every_page_back_and_names_the_first_failing_che
     assert _free_pages(served) == free, "a refused restore keeps no page"
     assert served.table.slots[1].hold is None and served.engine.call(
         lambda e: e.scheduler.alloc.cache.match(list(served.saved.tokens), 10**6).tokens).result() == 0
+
+
+def _same_kv(a, b) -> bool:
+    return all(np.array_equal(x.k, y.k) and np.array_equal(x.v, y.v) and x.first_held == y.first_held
+               for x, y in zip(a.layers, b.layers, strict=True))
+
+
+def test_a_slot_given_up_while_it_is_being_saved_is_still_saved_as_it_was(served, tmp_path, monkeypatch):
+    import torch
+
+    from slots import slot_io
+
+    original = tmp_path / "a.fslot"
+    write_file(original, served.identity, served.saved)
+    _forget(served)
+    _restore(served, original, slot=0)
+    real_write = slot_io.write_file
+
+    def scribbled_over_first(path, identity, payload):
+        def take_every_free_page(engine):  # as requests needing the room would: the pin gives way
+            alloc = engine.scheduler.alloc
+            served.table.unpin(served.table.slots[0])
+            alloc.cache.clear()
+            for name, group in alloc.pool.groups.items():
+                pages = alloc.allocate_pages(name, group.num_free)
+                for layer, layer_group in enumerate(served.runner.layer_groups):
+                    if layer_group == name and pages:
+                        for half in served.runner.kv[layer]:
+                            half[torch.tensor(pages)] = 7.0
+                for page in pages:
+                    group.decref(page)
+        served.engine.call(take_every_free_page).result()
+        return real_write(path, identity, payload)
+
+    monkeypatch.setattr(slot_io, "write_file", scribbled_over_first)
+    saved, _ = save_file(tmp_path / "b.fslot", served.identity, served.runner,
+                         lambda fn: served.engine.call(fn).result(), served.table.slots[0])
+    assert saved == len(served.saved.tokens)
+    assert _same_kv(read_slot_file(tmp_path / "b.fslot").verify(served.identity), served.saved)
+    _forget(served)  # the save's references were still on them when the cache was cleared: cached now, and no more
+    assert sum(_free_pages(served).values()) == sum(served.runner.num_pages.values()), "the save let go of its pages"
+
+
+def test_a_save_writes_what_the_slots_pages_hold(served, tmp_path):
+    _forget(served)
+    _restore(served, _saved_file(served, tmp_path), slot=0)
+    hold, n = served.table.slots[0].hold, len(served.saved.tokens)
+    for layer, (saved, group) in enumerate(zip(served.saved.layers, served.runner.layer_groups)):
+        table = hold.full_pages if group == "full" else hold.window_pages
+        k, v = served.runner.read_layer(layer, table, saved.first_held, n)  # a gather, not the save's views
+        assert np.array_equal(k, saved.k) and np.array_equal(v, saved.v), layer
+    _forget(served)
+
+
+def _saved_file(served, tmp_path):
+    path = tmp_path / "saved.fslot"
+    write_file(path, served.identity, served.saved)
+    return path

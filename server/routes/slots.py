@@ -28,7 +28,7 @@ from server.slot_wait import wait_for_slot
 from slots.filenames import InvalidSlotFilename, resolve_slot_path
 from slots.fslot import SlotFormatError
 from slots.identity import IdentityMismatch
-from slots.slot_io import RestoreError, restore_file, snapshot, write_file
+from slots.slot_io import RestoreError, restore_file, save_file
 
 router = APIRouter()
 
@@ -109,26 +109,41 @@ async def slot_action(slot_id: str, request: Request, action: str | None = None)
         state.slots.release(slot)
 
 
+async def _to_the_end(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` on a worker thread, waited for even when the request is cancelled (its client
+    gone): the thread works on the claimed slot -- it writes out its pages, or pins it when a restore
+    ends -- so the slot stays claimed until the thread is done, and no other action or request takes it
+    in between."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])
+        raise
+
+
 async def _save(state, slot, path):
     t0 = time.perf_counter()
     if path.is_dir():  # the client's name: what is there is no file to replace
         raise ConflictError(f"{path.name!r} is a directory in --slot-save-path, not a slot file; save under "
                             "another name", param="filename")
+    engine = state.engine
+    try:
+        saved = await _to_the_end(save_file, path, state.slot_identity, state.runner,
+                                  lambda fn: engine.call(fn).result(), slot)
+    except OSError as exc:
+        raise APIError(500, f"could not write {path.name}: {exc.strerror or exc}", "server_error") from None
     page = state.info.page_size
-    payload = await asyncio.wrap_future(state.engine.call(lambda _: snapshot(slot, state.runner, page)))
-    if payload is None and slot.gave_way:
+    if saved is None and slot.gave_way:
         raise InvalidRequestError(f"slot {slot.id} gave up its cached KV ({slot.gave_way} tokens) to make room for "
                                   "other requests; run its request again and save it then, or raise "
                                   "--kv-cache-tokens so slots keep their KV", param="id_slot")
-    if payload is None:
+    if saved is None:
         raise InvalidRequestError(f"slot {slot.id} holds no cached tokens: a slot keeps whole pages ({page} tokens) "
                                   "of its last request, so run a request of at least that length in it first",
                                   param="id_slot")
-    try:
-        written = await asyncio.to_thread(write_file, path, state.slot_identity, payload)
-    except OSError as exc:
-        raise APIError(500, f"could not write {path.name}: {exc.strerror or exc}", "server_error") from None
-    return {"id_slot": slot.id, "filename": path.name, "n_saved": len(payload.tokens), "n_written": written,
+    n_saved, written = saved
+    return {"id_slot": slot.id, "filename": path.name, "n_saved": n_saved, "n_written": written,
             "timings": {"save_ms": (time.perf_counter() - t0) * 1000.0}}
 
 
@@ -142,17 +157,11 @@ async def _restore(state, slot, path):
         state.slots.pin(slot, tokens)
         return len(slot.tokens)
 
-    work = asyncio.ensure_future(asyncio.to_thread(
-        restore_file, path, state.slot_identity, state.runner, lambda fn: engine.call(fn).result(), pin,
-        window=state.info.spec.sliding_window, max_bytes=state.settings.max_slot_file_bytes,
-        vocab_size=state.info.spec.vocab_size, n_ctx=state.info.max_model_len))
     try:
-        n, n_read = await asyncio.shield(work)
-    except asyncio.CancelledError:
-        # The restoring thread pins the slot when it ends: the slot stays claimed until then, so that no
-        # other action or request takes it in between.
-        await asyncio.wait([work])
-        raise
+        n, n_read = await _to_the_end(
+            restore_file, path, state.slot_identity, state.runner, lambda fn: engine.call(fn).result(), pin,
+            window=state.info.spec.sliding_window, max_bytes=state.settings.max_slot_file_bytes,
+            vocab_size=state.info.spec.vocab_size, n_ctx=state.info.max_model_len)
     except SlotFormatError as exc:
         raise InvalidRequestError(f"slot file refused ({exc.check}): {exc}", param="filename", code=str(exc.check)) from None
     except IdentityMismatch as exc:
