@@ -195,6 +195,7 @@ class PageAllocator:
                 self.win.incref(p)
 
     def unreference(self, held: Match) -> None:
+        """Give back one reference on every page of `held` (anything with `full_pages` and `window_pages`)."""
         for p in held.full_pages:
             self.full.decref(p)
         for p in held.window_pages:

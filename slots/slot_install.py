@@ -111,9 +111,5 @@ def publish(plan: InstallPlan, allocator) -> list[int]:
 
 def abandon(plan: InstallPlan, allocator) -> None:
     """Give the plan's pages back (engine thread): ours were only for the copy."""
-    for p in plan.full_pages:
-        allocator.full.decref(p)
-    for p in plan.window_pages:
-        if p is not None:
-            allocator.win.decref(p)
+    allocator.unreference(plan)  # the plan's full_pages and window_pages, as a hold's
     plan.full_pages, plan.window_pages = [], []
