@@ -5,13 +5,15 @@ only then copy the KV into the pool. For a 448 MiB slot that buffer is 448
 MiB of memory the process had never touched: on these VMs such memory costs
 up to a second to fault in on some restores and nothing on others (measured
 0.27 s against 1.07 s for the same read), and a long slot of a larger model
-needed its whole size again in RAM. `SlotReader` hands the bytes out as they
-arrive instead, through a few reused buffers of `READ_CHUNK_BYTES`, so a
-restore can write each piece straight into pages the pool already owns.
+needed its whole size again in RAM. `SlotReader` reads the file in order
+into memory the caller names instead (`read_into`: for a restore, the pool's
+own pages) and passes over what the caller does not want (`skip`, through a
+few reused buffers of `READ_CHUNK_BYTES`).
 
 The digest still covers every byte past the prefix: a second thread hashes
-each piece while the next one is read (hashlib lets go of the GIL), and a
-buffer is reused only once its hash is done. What the format promises about
+the bytes about every READ_CHUNK_BYTES while the next ones are read (hashlib
+lets go of the GIL), and a reused buffer is refilled only once its hash is
+done. What the format promises about
 the order of checks (docs/fslot-format.md) is kept by `refuse`: an error
 found before the digest could be checked -- a lying header, another model's
 identity, impossible contents -- is reported only after the rest of the file
