@@ -49,6 +49,7 @@ class ChunkPlan:
     token_slice: slice  # rows of this chunk in the flattened step
     pages: torch.Tensor  # [n_pages] page ids to gather
     mask: torch.Tensor  # [n_q, n_pages * page_size] bool, True = visible
+    first_page: int | None = None  # pages[0] when the pages are consecutive ids: read as a view (read_pages)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class DecodePlan:
     pages: torch.Tensor  # [B, max_pages] page ids (padded with a valid id)
     mask: torch.Tensor  # [B, 1, 1, max_pages * page_size] bool
     spans: list[int]  # key positions each row really reads (its pages x page_size); the rest is padding
+    first_page: int | None = None  # one row whose pages are consecutive ids: its first (read_pages)
 
 
 @dataclass
@@ -108,7 +110,8 @@ def plan_group(batch: ForwardBatch, table_of, window: int | None, page: int) -> 
         else:
             q_pos = torch.arange(chunk.start, chunk.end)
             k_pos = torch.arange(first_page * page, (first_page + n_pages) * page)
-            prefills.append(ChunkPlan(slice(row, row + n), torch.tensor(pages), _visible(q_pos, k_pos, window)))
+            prefills.append(ChunkPlan(slice(row, row + n), torch.tensor(pages), _visible(q_pos, k_pos, window),
+                                      _first_if_consecutive(pages)))
         row += n
 
     decode = None
@@ -121,8 +124,30 @@ def plan_group(batch: ForwardBatch, table_of, window: int | None, page: int) -> 
         if window is not None:
             mask &= k_pos > q_pos - window
         decode = DecodePlan(torch.tensor(decode_rows), torch.tensor(padded), mask[:, None, None, :],
-                            [len(t) * page for t in decode_tables])
+                            [len(t) * page for t in decode_tables],
+                            _first_if_consecutive(decode_tables[0]) if len(decode_tables) == 1 else None)
     return GroupPlan(torch.tensor(slots, dtype=torch.long), decode, prefills)
+
+
+def _first_if_consecutive(pages: list[int]) -> int | None:
+    """pages[0] when the ids run pages[0], pages[0] + 1, ...; else None."""
+    first = pages[0]
+    if pages[-1] - first == len(pages) - 1 and all(p == first + i for i, p in enumerate(pages)):
+        return first
+    return None
+
+
+def read_pages(pages_tensor: torch.Tensor, page_ids: torch.Tensor, first_page: int | None) -> torch.Tensor:
+    """`gather_pages`, or the same tensor as a view of the pool when the ids are consecutive (`first_page`,
+    first_page + 1, ...): a fresh pool hands a lone sequence its pages in order, and a long one's gather
+    copied its whole KV once a layer every step (4 MiB a layer-half at 2,048 keys on the 0.6B shape).
+    Same shape and strides either way, so what reads it computes the same."""
+    if first_page is None:
+        return gather_pages(pages_tensor, page_ids)
+    n = page_ids.shape[-1]
+    got = pages_tensor.narrow(0, first_page, n)  # [n, page, kvh, d], the pool's own memory
+    got = got.reshape(*page_ids.shape[:-1], -1, got.shape[-2], got.shape[-1])  # [..., L, kvh, d]
+    return got.transpose(-3, -2)
 
 
 def gather_pages(pages_tensor: torch.Tensor, page_ids: torch.Tensor) -> torch.Tensor:
@@ -239,13 +264,13 @@ def paged_attention(
     if plan.decode is not None:
         dp = plan.decode
         qd = q[dp.rows]  # [B, H, D]
-        kd = gather_pages(k_pages, dp.pages).to(q.dtype)  # [B, KVH, L, D]
-        vd = gather_pages(v_pages, dp.pages).to(q.dtype)
+        kd = read_pages(k_pages, dp.pages, dp.first_page).to(q.dtype)  # [B, KVH, L, D]
+        vd = read_pages(v_pages, dp.pages, dp.first_page).to(q.dtype)
         out[dp.rows] = decode_attention(qd, kd, vd, dp.mask, scale, dp.spans)
     for cp in plan.prefills:
         qp = q[cp.token_slice].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-        kp = gather_pages(k_pages, cp.pages).unsqueeze(0).to(q.dtype)  # [1, KVH, L, D]
-        vp = gather_pages(v_pages, cp.pages).unsqueeze(0).to(q.dtype)
+        kp = read_pages(k_pages, cp.pages, cp.first_page).unsqueeze(0).to(q.dtype)  # [1, KVH, L, D]
+        vp = read_pages(v_pages, cp.pages, cp.first_page).unsqueeze(0).to(q.dtype)
         op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=cp.mask, scale=scale, enable_gqa=True)
         out[cp.token_slice] = op.squeeze(0).transpose(0, 1)
     return out

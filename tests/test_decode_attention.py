@@ -120,3 +120,29 @@ def test_the_layout_of_the_gathered_keys_changes_no_value(b, keys):
     q, k, v, mask = _inputs(b, keys, torch.bfloat16, window=16)
     on_view = decode_attention(q, _position_major(k), _position_major(v), mask, 0.25)
     assert torch.equal(on_view, decode_attention(q, k, v, mask, 0.25))
+
+
+def test_consecutive_pages_are_read_as_a_view_of_the_pool_holding_what_a_gather_would():
+    pool = torch.randn(12, 4, 2, 8)  # [num_pages, page, kvh, d]
+    ids = torch.tensor([[5, 6, 7]])
+    view = paged_attention.read_pages(pool, ids, 5)
+    gathered = paged_attention.gather_pages(pool, ids)
+    assert torch.equal(view, gathered) and view.shape == gathered.shape == (1, 2, 12, 8)
+    assert view.stride() == gathered.stride() and view.data_ptr() == pool[5].data_ptr()  # no copy
+    chunk = paged_attention.read_pages(pool, ids[0], 5)  # a prefill chunk's pages: no batch dimension
+    assert torch.equal(chunk, paged_attention.gather_pages(pool, ids[0]))
+
+
+def test_only_a_lone_decode_or_a_chunk_on_consecutive_pages_is_planned_as_a_view():
+    from scheduler.forward_batch import ForwardBatch, SeqChunk
+
+    def plan(*chunks):
+        return paged_attention.plan_group(ForwardBatch(list(chunks)), lambda c: c.full_pages, None, 4)
+
+    run, scattered = [3, 4, 5], [3, 9, 5]
+    assert plan(SeqChunk(0, [1], 10, run, run, True)).decode.first_page == 3
+    assert plan(SeqChunk(0, [1], 10, scattered, scattered, True)).decode.first_page is None
+    two = plan(SeqChunk(0, [1], 10, run, run, True), SeqChunk(1, [1], 10, [6, 7, 8], [6, 7, 8], True))
+    assert two.decode.first_page is None  # a batch pads its rows to one span: gathered
+    assert plan(SeqChunk(0, [1] * 6, 4, run, run, True)).prefills[0].first_page == 3
+    assert plan(SeqChunk(0, [1] * 6, 4, scattered, scattered, True)).prefills[0].first_page is None
