@@ -25,7 +25,8 @@ wrapped in `<document>` tags with its title and context. Images, PDFs and
 Anthropic's server-side tools are refused by name: the served models are
 text-only and run no tools themselves.
 
-Not for: the response objects and events (server/output/messages_events.py,
+Not for: the content blocks themselves (server/protocol/messages_blocks.py),
+the response objects and events (server/output/messages_events.py,
 server/routes/messages.py).
 """
 
@@ -38,141 +39,10 @@ from pydantic import Field, field_validator, model_validator
 
 from server.protocol.chat import FUNCTION_NAME_CHARS, _nested, _nested_at
 from server.protocol.common import INT32_MAX, RequestBody, WireModel, field_error
+from server.protocol.messages_blocks import (BLOCKS, HINTS, Block, DocumentBlock, TextBlock, ThinkingBlock,
+                                             ToolResultBlock, ToolUseBlock, block_text, text_blocks)
 
 
-# Anthropic's fields on blocks and tools that change no prompt here: prompt-caching hints (this server caches
-# every prefix by itself), citations, and the tool-search and programmatic-calling labels.
-_HINTS = frozenset({"cache_control", "citations", "toolset_name", "caller"})
-
-
-class TextBlock(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = _HINTS
-
-    type: Literal["text"]
-    text: str
-
-
-class ThinkingBlock(WireModel):
-    # `signature`: Anthropic's seal over a thought; this server writes none and checks none.
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"signature", *_HINTS})
-
-    type: Literal["thinking"]
-    thinking: str
-
-
-class RedactedThinkingBlock(WireModel):
-    """A thought Anthropic encrypted: opaque here, so it adds nothing to the prompt."""
-    type: Literal["redacted_thinking"]
-    data: str
-
-
-class ToolUseBlock(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = _HINTS
-
-    type: Literal["tool_use"]
-    id: Annotated[str, Field(min_length=1)]
-    name: Annotated[str, Field(min_length=1)]
-    input: dict[str, Any]
-
-
-class PlainTextSource(WireModel):
-    type: Literal["text"]
-    media_type: Literal["text/plain"] = "text/plain"
-    data: str
-
-
-class ContentSource(WireModel):
-    """A document given as content blocks: text only here (an image among them is refused by name)."""
-    type: Literal["content"]
-    content: str | list[TextBlock]
-
-    @field_validator("content", mode="before")
-    @classmethod
-    def _parts(cls, value: Any) -> Any:
-        return _text_blocks(value)
-
-    def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(b.text for b in self.content)
-
-
-# Anthropic's document sources the served (text-only) models cannot read, and what to send instead.
-_UNREADABLE_SOURCES = {"base64": "a PDF", "url": "a PDF behind a URL", "file": "a file uploaded to Anthropic"}
-
-
-class DocumentBlock(WireModel):
-    """A document the client hands the model: a plain-text or text-content source, with an optional title and
-    context. It reaches the prompt as text, in the XML wrapping Anthropic's long-context prompting advice uses
-    (`render`); PDFs, URLs and uploaded files are refused by name."""
-    ignored_fields: ClassVar[frozenset[str]] = _HINTS
-
-    type: Literal["document"]
-    source: PlainTextSource | ContentSource
-    title: str | None = None
-    context: str | None = None
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, value: Any) -> Any:
-        kind = value.get("type") if isinstance(value, dict) else None
-        if isinstance(kind, str) and kind in _UNREADABLE_SOURCES:
-            raise field_error("type", f"{_UNREADABLE_SOURCES[kind]} ({kind!r} source) cannot be read: the served "
-                              "model is text-only; send the document's text as a 'text' or 'content' source")
-        if kind == "text":
-            return _nested(PlainTextSource, value)
-        if kind == "content":
-            return _nested(ContentSource, value)
-        raise field_error("type", f"a document's source is 'text' or 'content' here; got {kind!r}")
-
-    def render(self) -> str:
-        body = self.source.data if isinstance(self.source, PlainTextSource) else self.source.text()
-        head = "".join(f"<{tag}>{value}</{tag}>\n" for tag, value in (("source", self.title),
-                                                                        ("context", self.context))
-                       if value is not None)
-        return f"<document>\n{head}<document_content>\n{body}\n</document_content>\n</document>\n"
-
-
-class ToolResultBlock(WireModel):
-    ignored_fields: ClassVar[frozenset[str]] = _HINTS
-
-    type: Literal["tool_result"]
-    tool_use_id: Annotated[str, Field(min_length=1)]
-    content: str | list[TextBlock | DocumentBlock] = ""
-    is_error: bool = False
-
-    @field_validator("content", mode="before")
-    @classmethod
-    def _parts(cls, value: Any) -> Any:
-        return _text_blocks(value, documents=True)
-
-    def text(self) -> str:
-        body = self.content if isinstance(self.content, str) else "".join(_block_text(b) for b in self.content)
-        # The model reads a failed call's result as one: Anthropic's API tells it so too.
-        return f"Error: {body}" if self.is_error and not body.startswith("Error") else body
-
-
-def _text_blocks(value: Any, documents: bool = False) -> Any:
-    """Content that may be a string or a list of text blocks (the system prompt's, a document's), or of text and
-    document blocks (a tool result's)."""
-    if not isinstance(value, list):
-        return value
-    out = []
-    allowed = ("text", "document") if documents else ("text",)
-    for i, block in enumerate(value):
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in allowed:  # (a kind that is no string is named by its repr, never hashed)
-            raise field_error(f"{i}.type", f"only {' and '.join(allowed)} blocks are supported here, got {kind!r}")
-        out.append(_nested_at(str(i), DocumentBlock if kind == "document" else TextBlock, block))
-    return out
-
-
-def _block_text(block: TextBlock | DocumentBlock) -> str:
-    return block.render() if isinstance(block, DocumentBlock) else block.text
-
-
-BLOCKS: dict[str, type[WireModel]] = {"text": TextBlock, "document": DocumentBlock, "thinking": ThinkingBlock,
-                                      "redacted_thinking": RedactedThinkingBlock, "tool_use": ToolUseBlock,
-                                      "tool_result": ToolResultBlock}
-Block = TextBlock | DocumentBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock
 _ROLE_BLOCKS = {"user": ("text", "document", "tool_result"),
                 "assistant": ("text", "thinking", "redacted_thinking", "tool_use")}
 _MEDIA = frozenset({"image", "search_result", "container_upload"})
@@ -209,7 +79,7 @@ class Tool(WireModel):
     # Anthropic's hints about how its own platform streams, loads and lets code call a tool: no prompt of
     # this server's changes with them. (`strict` is kept: the call grammar holds every tool to its schema.)
     ignored_fields: ClassVar[frozenset[str]] = frozenset({"eager_input_streaming", "defer_loading", "input_examples",
-                                                          "allowed_callers", *_HINTS})
+                                                          "allowed_callers", *HINTS})
 
     type: Literal["custom"] | None = None
     name: Annotated[str, Field(pattern=f"^[{FUNCTION_NAME_CHARS}]{{1,128}}$")]
@@ -287,7 +157,7 @@ class MessagesBody(RequestBody):
     @field_validator("system", mode="before")
     @classmethod
     def _system(cls, value: Any) -> Any:
-        return _text_blocks(value)
+        return text_blocks(value)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -408,7 +278,7 @@ class MessagesBody(RequestBody):
                              key=lambda b: calls.index(b.tool_use_id))
             for block in results:
                 messages.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": block.text()})
-            text = [_block_text(b) for b in blocks if isinstance(b, (TextBlock, DocumentBlock))]
+            text = [block_text(b) for b in blocks if isinstance(b, (TextBlock, DocumentBlock))]
             if text or not results:
                 messages.append({"role": "user", "content": "".join(text)})
         body: dict[str, Any] = {"messages": messages}
