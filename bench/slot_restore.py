@@ -23,7 +23,7 @@ from scheduler.engine import EngineRequest
 from scheduler.sampling_params import SamplingParams
 from server.runtime import build_runtime
 from server.settings import ServeSettings
-from slots.identity import SlotIdentity, checkpoint_fingerprint
+from slots.identity import serving_identity
 from slots.slot_io import restore_file, save_file
 from slots.slot_table import SlotTable
 
@@ -41,8 +41,7 @@ def main(argv=None) -> None:
     table = SlotTable(2, engine.scheduler.alloc, info.max_model_len)
     engine.on_end.append(table.on_end)
     spec = info.spec
-    ident = SlotIdentity(spec.architecture, spec.num_layers, spec.num_kv_heads, spec.head_dim,
-                         runner.kv_dtype_name, checkpoint_fingerprint(path))
+    ident = serving_identity(spec, runner.kv_dtype_name, path)
     prefill_ms, save_ms, restore_ms, read_ms = [], [], [], []
     workdir = Path(tempfile.mkdtemp(prefix="slotbench-"))
     size = 0

@@ -37,7 +37,7 @@ _KNOWN_ROUTES = {
 def load_into(state: ServerState, on_failure=None) -> None:
     """Build the runtime into `state`; on failure record why (and call on_failure)."""
     from server.runtime import build_runtime
-    from slots.identity import SlotIdentity, checkpoint_fingerprint
+    from slots.identity import serving_identity
     from slots.slot_table import SlotTable
 
     try:
@@ -47,9 +47,7 @@ def load_into(state: ServerState, on_failure=None) -> None:
         warm_tokenizer_threads(tokenizer)
         state.slots = SlotTable(state.settings.parallel, engine.scheduler.alloc, info.max_model_len)
         engine.on_end.append(state.slots.on_end)
-        spec = info.spec
-        state.slot_identity = SlotIdentity(spec.architecture, spec.num_layers, spec.num_kv_heads, spec.head_dim,
-                                           runner.kv_dtype_name, checkpoint_fingerprint(info.model_dir))
+        state.slot_identity = serving_identity(info.spec, runner.kv_dtype_name, info.model_dir)
         if state.settings.slot_save_path is not None and not state.settings.slot_save_path.is_dir():
             raise ValueError(f"--slot-save-path {state.settings.slot_save_path} is not a directory")
         engine.start()

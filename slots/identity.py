@@ -5,9 +5,9 @@ that produced it: the same token ids under another tokenizer are other text,
 and the same KV under other weights is noise that still has the right shape.
 llama.cpp's slot file carries no identity at all, so restoring a slot from
 another checkpoint goes unnoticed there. Here every `.fslot` file carries a
-`SlotIdentity`, and a decoded file cannot yield its payload until that
+`SlotIdentity`, and a file's KV reaches no page and no payload until that
 identity has been compared against the serving checkpoint's (see
-`slots.fslot.UnverifiedSlot.verify`).
+`slots.slot_io.restore_file` and `slots.fslot.UnverifiedSlot.verify`).
 
 Three checks protect a restore; this module is the third:
   1. the file carries an identity at all (framing + digest, `slots.fslot`),
@@ -151,6 +151,13 @@ SAMPLE_BYTES = 4096
 # reading an arbitrary amount because a file said so.
 _MAX_SAFETENSORS_HEADER = 100_000_000
 _SCHEME = b"anchorage-checkpoint-fingerprint-v1"
+
+
+def serving_identity(spec, kv_dtype: str, model_dir: Path) -> SlotIdentity:
+    """The identity a server's slot files carry and its restores demand: the checkpoint's architecture and KV
+    shape (`spec`, a ModelSpec), the pool's KV dtype name ("bf16", ...) and the checkpoint's fingerprint."""
+    return SlotIdentity(spec.architecture, spec.num_layers, spec.num_kv_heads, spec.head_dim, kv_dtype,
+                        checkpoint_fingerprint(model_dir))
 
 
 def checkpoint_fingerprint(model_dir: Path) -> str:

@@ -22,7 +22,7 @@ from server.settings import ServeSettings
 from slots import fslot
 from slots.fslot import read_slot_file
 from slots.fslot_layout import PREFIX_LEN, SlotFormatError
-from slots.identity import IdentityMismatch, SlotIdentity, checkpoint_fingerprint
+from slots.identity import IdentityMismatch, serving_identity
 from slots.slot_io import RestoreError, restore_file, save_file, write_file
 from slots.slot_table import SlotTable
 
@@ -37,9 +37,7 @@ def served(request, tiny_checkpoint, tmp_path_factory):
     engine.start()
     table = SlotTable(2, engine.scheduler.alloc, info.max_model_len)
     engine.on_end.append(table.on_end)
-    spec = info.spec
-    identity = SlotIdentity(spec.architecture, spec.num_layers, spec.num_kv_heads, spec.head_dim,
-                            runner.kv_dtype_name, checkpoint_fingerprint(model))
+    identity = serving_identity(info.spec, runner.kv_dtype_name, model)
     list(engine.submit(EngineRequest("fill", PROMPT, SamplingParams(max_tokens=1, temperature=0), slot_id=0)))
     path = tmp_path_factory.mktemp("saved") / "s.fslot"
     save_file(path, identity, runner, lambda fn: engine.call(fn).result(), table.slots[0])
