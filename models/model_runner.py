@@ -8,10 +8,10 @@ return float32 logits for the chunks that sample. Which page is free, shared or
 released is bookkeeping (scheduler/kv_pool.py); the runner just trusts the page
 tables it is given.
 
-It also moves KV between pages and host arrays for slot save/restore: a save
-reads the pages of one sequence (one gather per layer), a restore writes
-them a piece of the file at a time, from the restoring thread (one scatter
-per piece), never with a Python loop over positions.
+It also shows pages to slot save/restore as host arrays: `page_views` are
+views of a sequence's pages that a save writes its file from and a restore
+reads its file into, from their own threads; `read_layer` copies a layer
+out (one gather).
 """
 
 from __future__ import annotations
@@ -100,10 +100,11 @@ class ModelRunner:
         in the pool: arrays [m, kvh, d] sharing the pool's memory, in position order, one per run of
         consecutive pages. bfloat16 shows as its uint16 bit patterns, as slot files hold it.
 
-        A restore reads its file straight into these, from its own thread while the engine steps: no
-        intermediate copy, and no torch op whose OpenMP threads would fight the restore's hashing thread
-        for the cores. The pages are the restore's own, in no sequence's table and not in the cache yet,
-        so nothing else reads or writes them meanwhile."""
+        A restore reads its file straight into these and a save writes its file straight out of them, each
+        from its own thread while the engine steps: no intermediate copy, and no torch op whose OpenMP
+        threads would fight the hashing thread for the cores. A restore's pages are its own, in no
+        sequence's table and not in the cache yet; a save's are referenced cache pages, which nothing
+        rewrites; so nothing else writes them meanwhile."""
         pages = self.kv[layer][0 if kind == "K" else 1]
         if self.dtype == torch.bfloat16:
             pages = pages.view(torch.uint16)
