@@ -43,6 +43,10 @@ log = logging.getLogger("anchorage.engine")
 FORWARD_FAILED = "internal error in the model's forward step for this request; see server log"
 
 
+class EngineStopped(RuntimeError):
+    """An `Engine.call` the engine thread will never run: it has stopped."""
+
+
 @dataclass
 class EngineRequest:
     request_id: str
@@ -90,6 +94,10 @@ class Engine:
         self._by_request: dict[str, list[Sequence]] = {}
         self._seq_ids = itertools.count()
         self._stop = threading.Event()
+        # Set, under the lock, once the loop has ended: a call after that fails at once instead of waiting
+        # forever (a slot save or restore blocks a worker thread on its calls, and would hold up the exit).
+        self._calls_closed = False
+        self._calls_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.on_end = []  # callbacks(seq) on the engine thread when a sequence ends, however
 
@@ -118,7 +126,11 @@ class Engine:
     def call(self, fn) -> Future:
         """Run fn(engine) on the engine thread between steps; returns a Future of its result."""
         fut: Future = Future()
-        self._commands.put(("call", fn, fut))
+        with self._calls_lock:
+            if self._calls_closed:
+                fut.set_exception(EngineStopped("the engine has stopped (the server is shutting down)"))
+                return fut
+            self._commands.put(("call", fn, fut))
         self._wake.set()
         return fut
 
@@ -145,6 +157,19 @@ class Engine:
                 log.error("engine step failed:\n%s", traceback.format_exc())
                 self._fail_all("internal error in the engine step; see server log")
         self._fail_all("server shutting down")
+        with self._calls_lock:
+            self._calls_closed = True
+        self._fail_calls()
+
+    def _fail_calls(self) -> None:
+        """Fail the calls still queued when the loop ended; other commands die with the engine."""
+        while True:
+            try:
+                kind, _, fut = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "call" and fut.set_running_or_notify_cancel():
+                fut.set_exception(EngineStopped("the engine stopped before running this call"))
 
     def _drain_commands(self) -> None:
         while True:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.engine import EngineStopped
 from slots.atomic_write import atomic_write
 from slots.fslot import LayerKV, SlotPayload, write_to
 from slots.fslot_layout import SlotFormatError
@@ -75,7 +76,7 @@ def save_file(path: Path, identity: SlotIdentity, runner, on_engine: Callable[[C
         payload = SlotPayload(np.asarray(tokens, dtype=np.uint32), np.zeros(0, dtype=np.float32), layers)
         return n, write_file(path, identity, payload)
     finally:
-        on_engine(lambda engine: engine.scheduler.alloc.unreference(pages))
+        _unless_stopped(on_engine, lambda engine: engine.scheduler.alloc.unreference(pages))
 
 
 def _reference_pinned(slot, allocator):
@@ -123,8 +124,17 @@ def restore_file(path: Path, identity: SlotIdentity, runner, on_engine: Callable
             published = True
         finally:
             if not published:
-                on_engine(lambda engine: abandon(plan, engine.scheduler.alloc))
+                _unless_stopped(on_engine, lambda engine: abandon(plan, engine.scheduler.alloc))
         return result, reader.file_bytes
+
+
+def _unless_stopped(on_engine, fn) -> None:
+    """Give pages back on the engine thread; an engine that stopped took its pool with it (a slot action
+    then ends with what went wrong before, or with its result)."""
+    try:
+        on_engine(fn)
+    except EngineStopped:
+        pass
 
 
 def _stream_kv(reader, header, plan: InstallPlan, runner) -> None:

@@ -243,3 +243,28 @@ def test_a_step_that_fails_once_is_retried_and_every_request_in_it_completes(eng
         assert got[f"t{i}"] == (alone[i], got[f"t{i}"][1]) and got[f"t{i}"][1].finish_reason == "length"
     assert owned(engine) == 0
     integrity(engine)
+
+
+def test_a_call_to_a_stopped_engine_fails_at_once_rather_than_waiting_forever(qwen3):
+    from concurrent.futures import Future
+
+    from scheduler.engine import EngineStopped
+
+    engine = make_engine(qwen3)
+    running, release = threading.Event(), threading.Event()
+    blocked = engine.call(lambda e: running.set() or release.wait(10))  # holds the engine thread
+    assert running.wait(10)
+    queued = engine.call(lambda e: "ran")  # queued behind it when the engine is told to stop
+    stopper = threading.Thread(target=engine.shutdown)
+    stopper.start()
+    time.sleep(0.2)
+    release.set()
+    stopper.join(10)
+    assert blocked.result(1) is True and queued.result(1) == "ran"  # drained before the loop looked again
+    with pytest.raises(EngineStopped):
+        engine.call(lambda e: "late").result(1)
+    stranded = Future()
+    engine._commands.put(("call", lambda e: "stranded", stranded))
+    engine._fail_calls()  # what the loop does with calls still queued as it ends
+    with pytest.raises(EngineStopped):
+        stranded.result(1)

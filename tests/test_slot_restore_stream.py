@@ -190,3 +190,19 @@ def _saved_file(served, tmp_path):
     path = tmp_path / "saved.fslot"
     write_file(path, served.identity, served.saved)
     return path
+
+
+def test_a_slot_action_on_a_stopped_engine_fails_at_once_and_leaves_the_file_as_it_was(served, tmp_path):
+    from scheduler.engine import EngineStopped
+
+    def stopped(fn):
+        raise EngineStopped("the engine has stopped")
+
+    path = _saved_file(served, tmp_path)
+    before = path.read_bytes()
+    with pytest.raises(EngineStopped):
+        restore_file(path, served.identity, served.runner, stopped, lambda tokens: 0,
+                     window=served.info.spec.sliding_window, max_bytes=1 << 30)
+    with pytest.raises(EngineStopped):
+        save_file(path, served.identity, served.runner, stopped, served.table.slots[0])
+    assert path.read_bytes() == before

@@ -20,6 +20,7 @@ import time
 
 from fastapi import APIRouter, Request
 
+from scheduler.engine import EngineStopped
 from server.auth import check_admin_key
 from server.errors import (APIError, ConflictError, InvalidRequestError, NotFoundError, NotSupportedError,
                            UnavailableError, json_body_problem)
@@ -120,6 +121,8 @@ async def _to_the_end(fn, *args, **kwargs):
     except asyncio.CancelledError:
         await asyncio.wait([work])
         raise
+    except EngineStopped:
+        raise UnavailableError("the server is shutting down: the slot action did not complete") from None
 
 
 async def _save(state, slot, path):
