@@ -75,11 +75,12 @@ class ModelRunner:
 
     # --- slots: host <-> pages -------------------------------------------------
 
-    def _slots(self, table: list[int], start: int, end: int) -> torch.Tensor:
-        # Flat pool slots of positions [start, end): page table[i // page], offset i % page.
+    def _slots(self, table: list[int], start: int, end: int) -> np.ndarray:
+        # Flat pool slots of positions [start, end): page table[i // page], offset i % page. In numpy: a
+        # restore's thread calls this per layer, and torch ops there made a 448 MiB restore 365 ms, not 275.
         p = self.page_size
-        pages = torch.tensor(table[start // p:(end - 1) // p + 1], dtype=torch.long)  # None here is a bug
-        positions = torch.arange(start, end)
+        pages = np.asarray(table[start // p:(end - 1) // p + 1], dtype=np.int64)  # None here is a bug
+        positions = np.arange(start, end)
         return pages[positions // p - start // p] * p + positions % p
 
     @torch.inference_mode()
@@ -89,7 +90,7 @@ class ModelRunner:
         bfloat16 has no numpy dtype, so it is returned as its uint16 bit pattern.
         """
         k_pages, v_pages = self.kv[layer]
-        idx = self._slots(table, start, end)
+        idx = torch.from_numpy(self._slots(table, start, end))
         kvh, d = self.spec.num_kv_heads, self.spec.head_dim
         k = k_pages.view(-1, kvh, d).index_select(0, idx)
         v = v_pages.view(-1, kvh, d).index_select(0, idx)
@@ -108,20 +109,12 @@ class ModelRunner:
         pages = self.kv[layer][0 if kind == "K" else 1]
         if self.dtype == torch.bfloat16:
             pages = pages.view(torch.uint16)
-        host = pages.numpy()  # [num_pages, page, kvh, d], the pool's own memory
-        p = self.page_size
-        runs: list[tuple[int, int, int]] = []  # (page, first offset, rows) runs of consecutive pool rows
-        pos = start
-        while pos < end:
-            page, offset = table[pos // p], pos % p
-            rows = min(p - offset, end - pos)
-            if runs and runs[-1][0] * p + runs[-1][1] + runs[-1][2] == page * p + offset:
-                runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + rows)  # the run goes on into this page
-            else:
-                runs.append((page, offset, rows))
-            pos += rows
-        flat = host.reshape(-1, *host.shape[2:])  # [num_pages * page, kvh, d]
-        return [flat[page * p + offset:page * p + offset + rows] for page, offset, rows in runs]
+        flat = pages.numpy().reshape(-1, self.spec.num_kv_heads, self.spec.head_dim)  # the pool's own memory
+        if start >= end:
+            return []
+        idx = self._slots(table, start, end)
+        runs = np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1)  # consecutive pool rows
+        return [flat[run[0]:run[-1] + 1] for run in runs]
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:

@@ -163,20 +163,20 @@ class Engine:
 
     def _fail_calls(self) -> None:
         """Fail the calls still queued when the loop ended; other commands die with the engine."""
-        while True:
-            try:
-                kind, _, fut = self._commands.get_nowait()
-            except queue.Empty:
-                return
+        for kind, _, fut in self._queued_commands():
             if kind == "call" and fut.set_running_or_notify_cancel():
                 fut.set_exception(EngineStopped("the engine stopped before running this call"))
 
-    def _drain_commands(self) -> None:
+    def _queued_commands(self):
+        """The commands queued now, in order, taken off the queue one by one."""
         while True:
             try:
-                kind, a, b = self._commands.get_nowait()
+                yield self._commands.get_nowait()
             except queue.Empty:
                 return
+
+    def _drain_commands(self) -> None:
+        for kind, a, b in self._queued_commands():
             if kind == "submit":
                 self._add(a, b)
             elif kind == "abort":
