@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from models.demo import corpus, corpus_chat, corpus_values, tools, units
+from models.demo import corpus, corpus_chat, corpus_phrasing, corpus_values, tools, train, units
 from models.demo.corpus_reasoning import SEQUENTIAL
 from models.demo.parse import parse_turn
 from models.demo.render import render, trained_spans
@@ -45,6 +46,21 @@ def test_held_out_requests_share_no_template_id_and_no_value_with_training(train
         assert case.template_id not in train_templates, case.case_id
         assert not set(case.values) & train_values, case.case_id
         assert case.messages[0]["content"].lower() not in train_requests, case.case_id
+
+
+def test_every_word_of_a_held_out_template_occurs_in_some_training_request():
+    # The split holds out phrasings and values, not the language: a model trained from scratch
+    # cannot know a word it never saw, and a pretrained one would know them all.
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"[a-z][a-z']*", re.sub(r"\{\w+\}", " ", text.lower())))
+    ph = corpus_phrasing
+    held_out = [*ph.PREFIXES[ph.HELD_OUT], *ph.SUFFIXES[ph.HELD_OUT], *ph.STEPWISE[ph.HELD_OUT]]
+    held_out += [c.text for group in (ph.WEATHER, ph.TIME, ph.CALC, ph.CONVERT, ph.WEATHER_DIFF, ph.WEATHER_TWO,
+                                      ph.TIME_WEATHER, ph.CALC_CHAIN) for c in group if c.split == ph.HELD_OUT]
+    held_out += [text for intent in (*corpus_chat.INTENTS, corpus_chat.ECHO) for text in intent.held_out]
+    shipped = corpus.training_conversations(seed=0, count=train.DEFAULTS["conversations"])  # what training sees
+    seen = set().union(*(words(m["content"]) for conv in shipped for m in conv.messages if m["role"] == "user"))
+    assert not set().union(*map(words, held_out)) - seen
 
 
 def test_every_value_is_drawn_from_its_own_split(training, held_out):

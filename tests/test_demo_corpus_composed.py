@@ -52,16 +52,21 @@ def test_the_same_seed_composes_the_same_cores():
     assert draw(1) == draw(1) != draw(2)
 
 
-def test_random_frames_use_no_word_of_a_held_out_frame():
+def test_a_random_frame_is_never_a_held_out_frame_though_it_may_use_their_words():
     ph = corpus_phrasing
-    held_out_frames = ph.PREFIXES[ph.HELD_OUT] + ph.SUFFIXES[ph.HELD_OUT]
-    held_out_words = {w.strip(".,!:?").lower() for frame in held_out_frames for w in frame.split()}
-    assert not {w.lower() for w in ph.NOISE_WORDS} & held_out_words
+    held_out_frames = {ph.normal_frame(f) for f in ph.PREFIXES[ph.HELD_OUT] + ph.SUFFIXES[ph.HELD_OUT] if f}
     rng = random.Random(7)
-    frames = [ph.noise_frame(rng) for _ in range(300)]
+    frames = [ph.noise_frame(rng) for _ in range(3000)]
     assert all(prefix or suffix for prefix, suffix in frames)
-    assert len(set(frames)) > 250
-    framed = {w.strip(".,!:?-").lower() for prefix, suffix in frames for w in (prefix + suffix).split()}
-    assert not framed & held_out_words
-    # Some words are made up, as held-out frame words are to the model: neither a noise word nor empty.
-    assert len(framed - {w.lower() for w in ph.NOISE_WORDS} - {""}) > 50
+    assert len(set(frames)) > 2500
+    assert not {ph.normal_frame(part) for frame in frames for part in frame} & held_out_frames
+    framed = {w for prefix, suffix in frames for w in ph.normal_frame(prefix + " " + suffix).split()}
+    assert {"excuse", "sorry", "bother", "okay", "more", "thing", "next", "many", "much"} <= framed
+    # Some words are made up, as a held-out value is to the model: neither a noise word nor empty.
+    assert len(framed - {w.lower() for w in ph.NOISE_WORDS}) > 50
+
+
+def test_no_training_frame_is_a_held_out_frame():
+    ph = corpus_phrasing
+    held_out = {ph.normal_frame(f) for f in ph.PREFIXES[ph.HELD_OUT] + ph.SUFFIXES[ph.HELD_OUT] if f}
+    assert not {ph.normal_frame(f) for f in ph.PREFIXES[ph.TRAIN] + ph.SUFFIXES[ph.TRAIN]} & held_out

@@ -13,7 +13,8 @@ word after a city copied as the city ("me", "Caracas at"), a multiplication read
 time question routed to the weather -- while the values themselves were copied well. A toy model
 learns which neighbours of a slot to ignore, and which word picks the tool, only from seeing the
 slot among many neighbours; a list it can memorise does not teach that. The parts are everyday
-English chosen without the held-out cores' wordings, and a composed core whose text equals a
+English chosen without the held-out cores' wordings (their words, yes: corpus_phrasing says why),
+and a composed core whose text equals a
 hand-written core of either split (case and punctuation aside) is drawn again, so a held-out
 template never occurs in training.
 """
@@ -37,7 +38,7 @@ _END = ("?", "?", ".", "", " for me.", " for me?")
 _WEATHER_PARTS = {
     "ask": ("what's", "what is", "tell me", "give me", "show me", "get me", "check", "I'd like", "I want",
             "I need", "can you check", "could you tell me", "please give me", "report", "find", "any news on",
-            "do you know", "let me know"),
+            "do you know", "let me know", "any idea of"),
     "topic": ("the weather", "the temperature", "the current weather", "the conditions", "the weather report",
               "the forecast", "today's weather", "the temperature outside", "the current temperature",
               "the weather situation", "the sky"),
@@ -46,6 +47,7 @@ _WEATHER_PARTS = {
     "adj": ("hot", "warm", "cold", "chilly", "sunny", "rainy", "windy", "cloudy", "freezing", "humid", "foggy",
             "stormy", "wet", "dry", "mild", "cool"),
     "be": ("is it", "is it very", "is it really", "is it still", "is it getting"),
+    "who": ("friend", "sister", "brother", "mum", "dad", "cousin", "aunt", "uncle", "boss", "colleague"),
 }
 _WEATHER_FORMS = (
     "{ask} {topic} {link} {{city}}{when}{end}",
@@ -56,6 +58,7 @@ _WEATHER_FORMS = (
     "{{city}}{when}: {topic}?",
     "{noun} {link} {{city}}{when}{end}",
     "in {{city}}{when}, {ask} {topic}{end}",
+    "{ask} {topic} where my {who} lives, in {{city}}{end}",
 )
 
 _TIME_PARTS = {
@@ -67,6 +70,7 @@ _TIME_PARTS = {
     "adj": ("late", "early", "morning", "evening", "night", "midday", "afternoon", "past midnight", "lunchtime",
             "daytime"),
     "be": ("is it", "is it already", "is it still", "is it nearly"),
+    "who": _WEATHER_PARTS["who"],
 }
 _TIME_FORMS = (
     "{ask} {topic} {link} {{city}}{when}{end}",
@@ -79,6 +83,7 @@ _TIME_FORMS = (
     "{noun} {link} {{city}}{when}{end}",
     "in {{city}}{when}, {ask} {topic}{end}",
     "what time do they have {link} {{city}}{when}{end}",
+    "{ask} {topic} where my {who} lives, in {{city}}{end}",
 )
 
 # Calculations: an expression or an instruction per operator, inside a wrapper. Argument order is
@@ -96,7 +101,8 @@ _EXPRESSIONS = {
 _INSTRUCTIONS = {
     "+": ("add {a} and {b}", "add {a} to {b}", "add up {a} and {b}", "total {a} and {b}", "increase {a} by {b}"),
     "-": ("subtract {b} from {a}", "deduct {b} from {a}", "remove {b} from {a}", "take {b} off {a}",
-          "decrease {a} by {b}", "reduce {a} by {b}"),
+          "decrease {a} by {b}", "reduce {a} by {b}",
+          "find what is left of {a} after taking off {b}"),
     "*": ("multiply {a} by {b}", "multiply {a} and {b}", "multiply {a} with {b}", "times {a} by {b}"),
     "/": ("divide {a} by {b}", "split {a} into {b} parts", "divide {a} into {b} parts", "share {a} by {b}"),
 }
@@ -133,6 +139,9 @@ _CONVERT_FORMS = (
     # "express" and "change" (held-out convert verbs) in constructions of their own, as for wdiff below.
     "I'd like {{v}} {{from}} expressed as {{to}}{end}",
     "{{v}} {{from}}, changed to {{to}}?",
+    "{{v}} {{from}}: express that as {{to}}{end}",
+    "change the units of {{v}} {{from}} to {{to}}{end}",
+    "{{v}} {{from}} measured in {{to}}{end}",
 )
 
 
@@ -152,10 +161,12 @@ _TWO_FORMS = {
         "{ask} the difference between the temperatures of {{c1}} and {{c2}}{end}",
         "{{c1}} minus {{c2}}, in degrees{when}?",
         # Words a held-out wdiff core leans on ("gap", "separate"), in constructions of their own: a
-        # toy model cannot learn a word it was never shown (corpus_phrasing), and these two were not.
+        # toy model cannot learn a word it was never shown (corpus_phrasing). So for every held-out
+        # core's words below ("idea", "lives", "left", "measured", "each", "before", ...).
         "{ask} the gap in temperature from {{c1}} to {{c2}}{when}{end}",
         "what separates {{c1}} from {{c2}} in temperature{when}?",
         "how far apart are {{c1}} and {{c2}} in degrees{when}?",
+        "how much temperature would separate {{c1}} from {{c2}}{when}?",
     ),
     "wtwo": (
         "{ask} the weather in {{c1}} and {{c2}}{when}{end}",
@@ -167,6 +178,8 @@ _TWO_FORMS = {
         "{ask} the temperatures in {{c1}} and {{c2}}{end}",
         "{{c1}} weather and {{c2}} weather{when}{end}",
         "compare the weather in {{c1}} and {{c2}}{when}{end}",
+        "{ask} the weather in each of {{c1}} and {{c2}}{end}",
+        "choosing a trip, {{c1}} or {{c2}}: {ask} the weather in both{end}",
     ),
     "tw": (
         "{ask} the time and the weather in {{city}}{when}{end}",
@@ -177,6 +190,7 @@ _TWO_FORMS = {
         "what time is it in {{city}}, and how warm is it{when}?",
         "local time plus weather for {{city}}{end}",
         "clock and forecast for {{city}}{when}{end}",
+        "before I travel to {{city}}, {ask} the time and the weather there{end}",
     ),
 }
 # Chains: a first instruction on {a} and {b}, then a second on the result with {c}; ops as CALC_CHAIN's.

@@ -10,14 +10,18 @@ values (corpus_values.py).
 
 Why it is shaped so: the held-out split uses cores and frames that never
 occur in training, so a held-out template id is never a training template id
-and the held-out sentence is new text, while the words that carry meaning
-("times", "weather", "convert") are ones the model has seen -- a toy model
-cannot learn a word it was never shown.
+and the held-out sentence is new text, while every word of a held-out core or
+frame ("times", "weather", "separate", "excuse") occurs in some training
+request, in a sentence of its own: a model trained from scratch cannot learn
+a word it was never shown, and what the split measures is new phrasings of
+known words, as a pretrained model meets them, not unknown words. Values
+(cities, numbers, units) are held out whole (corpus_values).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 from models.demo.corpus_values import HELD_OUT, TRAIN, made_up_city
@@ -169,13 +173,17 @@ PREFIXES = {TRAIN: ["", "", "", "", "", "Hi! ", "Hey, ", "Quick question: ", "He
                     "Another question: ", "Next question: ", "Also, ", "Quick one: ", "If you don't mind, ",
                     "Pardon me, ", "Hey friend, ", "Hello again. ", "Yo, ", "Morning! ", "Thanks for the last one. ",
                     "I have a question. ", "Help me out here: ", "Just curious: ", "By the way, ", "Hmm, ",
-                    "Well, ", "One question: ", "Hi, it's me again. ", "Dear assistant, "],
+                    "Well, ", "One question: ", "Hi, it's me again. ", "Dear assistant, ",
+                    # Words of held-out frames in greetings of their own (frame() says why).
+                    "Sorry, ", "Sorry for asking, but ", "Excuse the question: ", "I hate to bother you, but ",
+                    "Okay, ", "Okay so ", "Just one more: ", "One last thing: "],
             HELD_OUT: ["", "Hiya! ", "Excuse me, ", "One more thing: ", "Sorry to bother you. ", "Okay, next: "]}
 SUFFIXES = {TRAIN: ["", "", "", "", "", " Thanks!", " Thank you.", " Thanks in advance.", " Cheers.", " Please.",
                     " Thanks a lot.", " Thank you so much!", " Appreciate it.", " Ta.", " Much obliged.",
                     " That'd be great.", " I'd appreciate it.", " Thanks, friend.", " No rush.", " If you can.",
                     " Cheers, mate!", " Thanks again.", " You're the best.", " Thx.", " Kind regards.",
-                    " It would really help.", " Thank you kindly.", " Many thanks in advance.", " Grateful!"],
+                    " It would really help.", " Thank you kindly.", " Many thanks in advance.", " Grateful!",
+                    " Sorry for the trouble.", " Okay?", " Excuse the rush.", " No bother if not."],
             HELD_OUT: ["", " Much appreciated.", " Many thanks!", " That would help a lot."]}
 
 
@@ -184,8 +192,8 @@ P_BARE = 0.25  # training requests with no greeting and no sign-off at all (fram
 P_NOISE_FRAME = 0.25  # framed training requests whose greeting or sign-off is random words (noise_frame())
 P_MADE_UP_NOISE = 0.3  # words of a noise frame that are made up rather than NOISE_WORDS
 
-# Everyday words for random greetings and sign-offs: none is a word of a held-out frame (a test checks),
-# and none names a tool, an operation or a unit.
+# Everyday words for random greetings and sign-offs, the held-out frames' words among them (a random
+# frame is never a held-out frame: noise_frame() draws again), none naming a tool, an operation or a unit.
 NOISE_WORDS = ("so", "well", "right", "listen", "quick", "question", "please", "friend", "buddy", "again", "just",
                "wondering", "curious", "hello", "hi", "hey", "good", "great", "morning", "evening", "cheers",
                "need", "want", "know", "another", "last", "first", "really", "very", "nice", "cool", "awesome",
@@ -193,34 +201,38 @@ NOISE_WORDS = ("so", "well", "right", "listen", "quick", "question", "please", "
                "then", "and", "the", "for", "this", "it", "is", "all", "oh", "um", "hmm", "yes", "sure", "fine",
                "alright", "ta", "kind", "regards", "best", "wishes", "ah", "yeah", "brilliant", "super",
                "grateful", "appreciate", "ask", "mind", "if", "can", "could", "I", "have", "got", "bit", "here",
-               "there", "mate", "pal", "folks", "gentle", "reminder", "urgent", "asap", "ps", "btw", "fyi", "thx")
+               "there", "mate", "pal", "folks", "gentle", "reminder", "urgent", "asap", "ps", "btw", "fyi", "thx", "sorry", "excuse", "bother", "okay",
+               "ok", "more", "thing", "next", "one", "me", "you", "to", "much", "many", "thanks", "help", "lot")
 
 
-def _held_out_frame_words() -> frozenset[str]:
-    return frozenset(w.strip(".,!:?").lower() for frame in PREFIXES[HELD_OUT] + SUFFIXES[HELD_OUT]
-                     for w in frame.split())
+def normal_frame(text: str) -> str:
+    """A greeting or sign-off with case and punctuation ignored: what "the same frame" means here."""
+    return " ".join(re.sub(r"[^\w']+", " ", text.lower()).split())
+
+
+def _held_out_frames() -> frozenset[str]:
+    return frozenset(normal_frame(f) for f in PREFIXES[HELD_OUT] + SUFFIXES[HELD_OUT] if f)
 
 
 def noise_frame(rng: random.Random) -> tuple[str, str]:
     """A greeting and a sign-off of one to four random words each, one of them possibly empty; a
-    word is one of NOISE_WORDS or, P_MADE_UP_NOISE of the time, a made-up word.
+    word is one of NOISE_WORDS or, P_MADE_UP_NOISE of the time, a made-up word. Neither is ever a
+    held-out frame.
 
     Why: measured, the checkpoint copied held-out frame words as the city ("me", "excuse", "Many").
     Training frames are a list the model can learn by heart; frames it cannot have seen teach it
-    that whatever surrounds the request is not what the call copies. The made-up words: held-out
-    frames are words the model never saw ("Sorry to bother you", "Excuse me"), and where every
-    unknown word in training was the city, it copied "bother you" and "excuse me" as the city.
+    that whatever surrounds the request is not what the call copies. The made-up words: where
+    every unknown word in training was the city, the checkpoint copied unknown frame words ("bother
+    you", "excuse me") as the city.
     """
     def word() -> str:
-        if rng.random() >= P_MADE_UP_NOISE:
-            return rng.choice(NOISE_WORDS)
-        while True:
-            made_up = made_up_city(rng).lower()
-            if not set(made_up.split()) & _held_out_frame_words():
-                return made_up
+        return rng.choice(NOISE_WORDS) if rng.random() >= P_MADE_UP_NOISE else made_up_city(rng).lower()
 
     def words() -> str:
-        return " ".join(word() for _ in range(rng.randint(1, 4)))
+        while True:
+            drawn = " ".join(word() for _ in range(rng.randint(1, 4)))
+            if normal_frame(drawn) not in _held_out_frames():
+                return drawn
     prefix = words().capitalize() + rng.choice((", ", ". ", "! ", ": ", " - ")) if rng.random() < 0.7 else ""
     suffix = " " + words().capitalize() + rng.choice((".", "!", "", "?")) if not prefix or rng.random() < 0.6 else ""
     return prefix, suffix
