@@ -257,7 +257,7 @@ class Engine:
             # One sequence at a time: a sequence whose sampling fails (a bug its parameters or its grammar
             # reach) ends with an error alone; the others in the batch go on.
             try:
-                self._sample_rows(seq, rows[row], chunk.token_ids[len(chunk.token_ids) - chunk.drafts:])
+                self._sample_rows(seq, rows[row], chunk.draft_ids)
             except Exception:
                 self.counters.step_errors += 1
                 log.error("sampling sequence %s failed:\n%s", seq.seq_id, traceback.format_exc())

@@ -56,6 +56,11 @@ class SeqChunk:
         return 1 + self.drafts if self.sample else 0
 
     @property
+    def draft_ids(self) -> list[int]:
+        """The guessed ids this chunk feeds after the sequence's last token (none if not a drafted decode)."""
+        return self.token_ids[len(self.token_ids) - self.drafts:]
+
+    @property
     def is_decode(self) -> bool:
         """One token fed after the sequence's computed KV: attention takes the single-query path."""
         return len(self.token_ids) == 1 and self.start > 0
