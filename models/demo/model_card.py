@@ -38,7 +38,8 @@ def _figures(ev: dict | None, run: str, intro, measured=lambda ev: "") -> str:
 def _evaluation_section(ev: dict | None) -> str:
     return _figures(ev, "python -m models.demo.evaluate_offline",
                     lambda ev: f"Greedy decoding with transformers `generate` on this bf16 checkpoint, over "
-                               f"{ev['cases']} held-out cases (templates and values never seen in training):",
+                               f"{ev['cases']} held-out cases (templates and values never seen in training; "
+                               f"their words, cities and units aside, all occur in training requests):",
                     lambda ev: f" with torch {ev['torch']}")
 
 
