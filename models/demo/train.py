@@ -40,8 +40,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from models.demo import (banded_attention, corpus, data_parallel, dataset, model_card, render, tokenizer_build, tools,
-                         units)
+from models.demo import (banded_attention, corpus, data_parallel, dataset, input_noise, model_card, render,
+                         tokenizer_build, tools, units)
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
@@ -65,7 +65,8 @@ DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermed
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=3000, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
-                tokenizer_corpus=4000, threads=2, workers=2, prefix_grad=False, check_every=1000)
+                tokenizer_corpus=4000, threads=2, workers=2, prefix_grad=False, check_every=1000,
+                noise=0.0)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -314,8 +315,10 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     print(f"{len(convs)} conversations, {len(batches)} batches, vocab {len(tokenizer)}, {params:,} parameters, "
           f"data ready in {prepared - started:.0f}s, {cfg['workers']} rank(s)", flush=True)
 
+    added = set(tokenizer.get_added_vocab().values())
+    plain = torch.tensor([i for i in range(len(tokenizer)) if i not in added])  # [ordinary ids]
     run = _Run(model, cfg, batches, drill_batches, watched, call_ids, tokenizer.pad_token_id,
-               deadline=started + minutes * 60, minutes=minutes, prepared=prepared)
+               deadline=started + minutes * 60, minutes=minutes, prepared=prepared, plain=plain, seed=seed)
     fitted = data_parallel.run(cfg["workers"], run.fit)
     trained = time.time()
     facts = {
@@ -332,8 +335,9 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
 class _Run:
     """The training loop, as one rank runs it (`fit(rank)`; data_parallel.run starts the ranks)."""
 
-    def __init__(self, model, cfg, batches, drill_batches, watched, call_ids, pad, deadline, minutes, prepared):
-        self.model, self.cfg, self.pad = model, cfg, pad
+    def __init__(self, model, cfg, batches, drill_batches, watched, call_ids, pad, deadline, minutes, prepared,
+                 plain=None, seed=0):
+        self.model, self.cfg, self.pad, self.plain, self.seed = model, cfg, pad, plain, seed
         self.batches, self.drill_batches, self.watched, self.call_ids = batches, drill_batches, watched, call_ids
         self.deadline, self.minutes, self.prepared = deadline, minutes, prepared
 
@@ -394,6 +398,11 @@ class _Run:
                 group["lr"] = lr
             batch = self.batches[i % len(self.batches)] if phase == "agent" else \
                 self.drill_batches[i % len(self.drill_batches)]
+            if phase == "agent" and cfg["noise"]:
+                # Seeded by the run's seed and the step, before the rows are shared out: every rank
+                # noises the same batch alike, and a seed still gives the same weights.
+                gen = torch.Generator().manual_seed(self.seed * 1_000_003 + i)
+                batch = input_noise.noised(batch, cfg["noise"], self.plain, gen)
             loss = self._step_loss(batch, rank, world)
             if loss is not None:
                 loss.backward()
@@ -469,8 +478,11 @@ def main() -> None:
                         help="drill and agent steps together, counted in agent steps (agent_steps() says how)")
     parser.add_argument("--workers", type=int, default=DEFAULTS["workers"],
                         help="data-parallel processes sharing the cores (1: one process on every thread)")
+    parser.add_argument("--noise", type=float, default=DEFAULTS["noise"],
+                        help="share of read-back assistant tokens replaced at random in agent steps (input_noise.py)")
     args = parser.parse_args()
-    facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget, workers=args.workers)
+    facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget, workers=args.workers,
+                  noise=args.noise)
     print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
 
 
