@@ -46,7 +46,7 @@ def test_the_same_generator_seed_gives_the_same_noise_and_share_zero_gives_none(
 
 
 def test_about_the_asked_share_of_read_back_tokens_is_replaced():
-    ids = torch.randint(10, 50, (64, 200))
+    ids = torch.randint(10, 50, (64, 200), generator=torch.Generator().manual_seed(2))
     labels = ids.roll(-1, dims=1)
     labels[:, -1] = IGNORE
     batch = Batch(torch.zeros((1, 0), dtype=torch.long), ids, labels)
