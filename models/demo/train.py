@@ -62,8 +62,8 @@ from models.demo import (banded_attention, corpus, data_parallel, dataset, input
 # the next exchange). Every 200 steps that was 26 s of a run that must fit in 20 minutes; the curve it
 # drew was flat from step ~1,250 (0.95-0.98).
 # noise: share of the read-back assistant tokens replaced at random in agent steps (input_noise.py). Off:
-# at 0.03 the thoughts that never end went from 5 and 3 (seeds 0, 2) to 1, 0 and 0 (seeds 0-2), but the held-out calls moved
-# +6, +13 and -6 against the same seed without it and chat lost a case (models/demo/README.md, run TN).
+# at 0.03 the thoughts that never end went from 5 and 3 (seeds 0, 2) to 1, 0 and 0 (seeds 0-2), but the
+# held-out calls moved +6, +13 and -6 against the same seed without it and chat lost a case (README, run TN).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=3000, drill_cost=0.5, conversations=12656,
