@@ -300,15 +300,14 @@ def _must_contain(kind: str, results: list[list[str]]) -> tuple[str, ...]:
     }[kind]()
 
 
-def held_out_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
-    """Fixed evaluation cases: held-out templates and values only, no duplicates."""
-    rng = random.Random(seed)
+def _tool_cases(rng: random.Random, wordings: str) -> list[HeldOutCase]:
+    """HELD_OUT_COUNTS cases of each tool kind: held-out values in `wordings`' templates, no duplicates."""
     cases: list[HeldOutCase] = []
     seen: set[str] = set()
     for kind, count in HELD_OUT_COUNTS.items():
         made = 0
         while made < count:
-            plan = build(rng, cv.HELD_OUT, kind)
+            plan = build(rng, cv.HELD_OUT, kind, wordings)
             if plan.request in seen:
                 continue
             seen.add(plan.request)
@@ -318,6 +317,24 @@ def held_out_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
                                      ({"role": "user", "content": plan.request},), steps,
                                      _must_contain(kind, plan.results)))
             made += 1
+    return cases
+
+
+def seen_wording_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
+    """Tool cases with held-out values (cities, numbers, units) in training wordings, drawn as training
+    draws them (hand-written or composed cores, listed, composed, noise or no frames).
+
+    Not an evaluation of the model card: the issue's held-out requests are new wordings and new values
+    together. This set is the same kinds and values with the wordings taken out of the question, so that
+    probe_split.py can say how many held-out misses the new wordings cause and how many the new values.
+    """
+    return _tool_cases(random.Random(seed), cv.TRAIN)
+
+
+def held_out_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
+    """Fixed evaluation cases: held-out templates and values only, no duplicates."""
+    rng = random.Random(seed)
+    cases = _tool_cases(rng, cv.HELD_OUT)
     for intent in (*chat.INTENTS, chat.ECHO):
         for k, text in enumerate(intent.held_out):
             city, number = rng.choice(cv.cities(cv.HELD_OUT)), cv.draw_number(rng, cv.HELD_OUT)

@@ -92,8 +92,13 @@ def _two_cities(rng, split, towns) -> tuple[str, str]:
             return c1, c2
 
 
-def build(rng: random.Random, split: str, kind: str) -> Plan:
-    """A plan of `kind` whose request uses only templates and values of `split`."""
+def build(rng: random.Random, split: str, kind: str, wordings: str | None = None) -> Plan:
+    """A plan of `kind` whose request uses only templates and values of `split`.
+
+    `wordings` (default: `split`) takes the templates (cores and frames) from another split: held-out
+    values in training wordings is how probe_split.py tells unseen values from unseen wordings.
+    """
+    wordings = wordings or split
     now = cv.random_now(rng)
     towns: dict[str, dict] = {}
     if kind in ("weather", "time", "weather_unknown", "time_unknown"):
@@ -101,14 +106,14 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         # An unknown city is made up and not added to `towns`: the tool answers with an error.
         city = cv.made_up_city(rng) if kind.endswith("unknown") else _city(rng, split, towns)
         cores = ph.WEATHER if base == "weather" else ph.TIME
-        request, s = _frame(rng, _core(rng, cores, split, composed=base), {"city": city})
+        request, s = _frame(rng, _core(rng, cores, wordings, composed=base), {"city": city})
         plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_weather" if base == "weather" else "get_time", {"city": s["city"]})], now)
         return plan
     if kind == "calculate":
         op = rng.choice(tools.OPERATORS)
         a, b = cv.draw_number(rng, split), cv.draw_number(rng, split)
-        request, s = _frame(rng, _core(rng, ph.CALC, split, op, composed="calculate"), {"a": a, "b": b})
+        request, s = _frame(rng, _core(rng, ph.CALC, wordings, op, composed="calculate"), {"a": a, "b": b})
         plan = Plan(kind, request.text, request.template_id, [f"num:{a}", f"num:{b}"], {**s, "op": op})
         plan.run([("calculate", {"a": cv.as_json_number(a), "op": op, "b": cv.as_json_number(b)})], now)
         return plan
@@ -128,7 +133,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
                         break
                 values[k] = f"madeup:{words[k]}"
         v = cv.draw_number(rng, split, positive=units[0].dimension != "temperature")
-        request, s = _frame(rng, _core(rng, ph.CONVERT, split, composed="convert"),
+        request, s = _frame(rng, _core(rng, ph.CONVERT, wordings, composed="convert"),
                             {"v": v, "from": words[0], "to": words[1]})
         plan = Plan(kind, request.text, request.template_id, [f"num:{v}"] + values, s)
         plan.run([("convert_units", {"value": cv.as_json_number(v), "from_unit": s["from"], "to_unit": s["to"]})],
@@ -137,7 +142,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
     if kind in ("wdiff", "wtwo"):
         c1, c2 = _two_cities(rng, split, towns)
         cores = ph.WEATHER_DIFF if kind == "wdiff" else ph.WEATHER_TWO
-        request, s = _frame(rng, _core(rng, cores, split, composed=kind), {"c1": c1, "c2": c2})
+        request, s = _frame(rng, _core(rng, cores, wordings, composed=kind), {"c1": c1, "c2": c2})
         plan = Plan(kind, request.text, request.template_id, [f"city:{c1.lower()}", f"city:{c2.lower()}"], s,
                     towns=towns)
         first = plan.run([("get_weather", {"city": s["c1"]}), ("get_weather", {"city": s["c2"]})], now)
@@ -147,7 +152,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         return plan
     if kind == "tw":
         city = _city(rng, split, towns)
-        request, s = _frame(rng, _core(rng, ph.TIME_WEATHER, split, composed="tw"), {"city": city})
+        request, s = _frame(rng, _core(rng, ph.TIME_WEATHER, wordings, composed="tw"), {"city": city})
         plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}"], s, towns=towns)
         plan.run([("get_time", {"city": s["city"]}), ("get_weather", {"city": s["city"]})], now)
         return plan
@@ -155,7 +160,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
         city = _city(rng, split, towns)
         to = rng.choice([w for u in cv.unit_words(split)["temperature"] if u.name != "celsius" for w in u.aliases
                          if len(w) > 2])
-        request, s = _frame(rng, _core(rng, ph.WEATHER_CONVERT, split), {"city": city, "to": to})
+        request, s = _frame(rng, _core(rng, ph.WEATHER_CONVERT, wordings), {"city": city, "to": to})
         plan = Plan(kind, request.text, request.template_id, [f"city:{city.lower()}", f"unit:{lookup(to).name}"], s,
                     towns=towns)
         first = plan.run([("get_weather", {"city": s["city"]})], now)
@@ -163,7 +168,7 @@ def build(rng: random.Random, split: str, kind: str) -> Plan:
                                      "to_unit": s["to"]})], now)
         return plan
     if kind == "chain":
-        core = _core(rng, ph.CALC_CHAIN, split, composed="chain")
+        core = _core(rng, ph.CALC_CHAIN, wordings, composed="chain")
         op1, op2 = core.op[0], core.op[1]
         while True:
             a, b, c = (cv.draw_number(rng, split, small=rng.random() < 0.5) for _ in range(3))

@@ -1,0 +1,42 @@
+"""Held-out values in training wordings (corpus.seen_wording_cases, models/demo/probe_split.py): the same
+kinds and kinds of values as the held-out cases, only the wordings taken from training."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from models.demo import corpus, corpus_values
+from models.demo import corpus_phrasing as ph
+from models.demo.corpus_phrasing import HELD_OUT, TRAIN
+
+
+def _listed_core_ids(split: str) -> set[str]:
+    return {c.id for v in vars(ph).values() if isinstance(v, list) for c in v
+            if isinstance(c, ph.Core) and c.split == split}
+
+
+def test_training_wording_cases_keep_the_held_out_counts_and_values_and_draw_their_wordings_from_training():
+    held_out = [c for c in corpus.held_out_cases() if c.steps]
+    seen = corpus.seen_wording_cases()
+    trained, held = _listed_core_ids(TRAIN), _listed_core_ids(HELD_OUT)
+    assert Counter(c.kind for c in seen) == Counter(c.kind for c in held_out)
+    assert any(".c." in c.template_id for c in seen) and any(c.template_id.split("|")[0] in trained for c in seen)
+    for case in seen:
+        core, frame = case.template_id.split("|")
+        assert frame.startswith(f"{TRAIN}."), case.template_id
+        assert core not in held and (core in trained or ".c." in core), case.template_id  # listed or composed
+        assert case.steps and case.answer_must_contain
+        for value in case.values:
+            kind, text = value.split(":", 1)
+            if kind == "num":
+                assert corpus_values.number_split(text) == HELD_OUT, value
+            elif kind == "city":
+                assert text in {c.lower() for c in corpus_values.cities(HELD_OUT)}, value
+            else:
+                assert kind == "unit", value  # never a made-up unit: those are training's
+
+
+def test_taking_wordings_from_another_split_leaves_the_held_out_cases_as_they_were():
+    # build() draws nothing extra for held-out wordings, so the model card's cases do not move.
+    assert corpus.held_out_cases() == corpus.held_out_cases()
+    assert [c.messages for c in corpus.seen_wording_cases()] != [c.messages for c in corpus.held_out_cases()[:144]]
