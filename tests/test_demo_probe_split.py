@@ -40,3 +40,18 @@ def test_taking_wordings_from_another_split_leaves_the_held_out_cases_as_they_we
     # build() draws nothing extra for held-out wordings, so the model card's cases do not move.
     assert corpus.held_out_cases() == corpus.held_out_cases()
     assert [c.messages for c in corpus.seen_wording_cases()] != [c.messages for c in corpus.held_out_cases()[:144]]
+
+
+def test_training_like_cases_draw_wordings_and_values_as_training_does_and_never_expect_a_tool_error():
+    held_out = [c for c in corpus.held_out_cases() if c.steps]
+    cases = corpus.training_like_cases()
+    assert Counter(c.kind for c in cases) == Counter(c.kind for c in held_out)
+    assert all(c.template_id.split("|")[1].startswith(f"{TRAIN}.") for c in cases)
+    made_up = [c for c in cases if any(v.startswith("city:") and v[5:] not in {x.lower() for x in
+                                                                              corpus_values.cities(TRAIN)}
+                                       for v in c.values)]
+    assert len(made_up) > len(cases) // 4  # training's cities are mostly made up, and so are these
+    assert all(corpus_values.number_split(v[4:]) == TRAIN for c in cases for v in c.values if v.startswith("num:"))
+    for case in cases:
+        for step in case.steps:
+            assert not any('"error"' in r for r in step.results), case.case_id

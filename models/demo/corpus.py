@@ -300,15 +300,16 @@ def _must_contain(kind: str, results: list[list[str]]) -> tuple[str, ...]:
     }[kind]()
 
 
-def _tool_cases(rng: random.Random, wordings: str) -> list[HeldOutCase]:
-    """HELD_OUT_COUNTS cases of each tool kind: held-out values in `wordings`' templates, no duplicates."""
+def _tool_cases(rng: random.Random, wordings: str, values: str = cv.HELD_OUT) -> list[HeldOutCase]:
+    """HELD_OUT_COUNTS cases of each tool kind: `values`' values in `wordings`' templates, no duplicates, none
+    whose tool answers with an error (training's made-up units; held-out values never draw one)."""
     cases: list[HeldOutCase] = []
     seen: set[str] = set()
     for kind, count in HELD_OUT_COUNTS.items():
         made = 0
         while made < count:
-            plan = build(rng, cv.HELD_OUT, kind, wordings)
-            if plan.request in seen:
+            plan = build(rng, values, kind, wordings)
+            if plan.request in seen or any("error" in json.loads(r) for step in plan.results for r in step):
                 continue
             seen.add(plan.request)
             steps = tuple(Step(tuple(ExpectedCall(n, a) for n, a in calls), tuple(results))
@@ -329,6 +330,12 @@ def seen_wording_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
     probe_split.py can say how many held-out misses the new wordings cause and how many the new values.
     """
     return _tool_cases(random.Random(seed), cv.TRAIN)
+
+
+def training_like_cases(seed: int = HELD_OUT_SEED + 2) -> list[HeldOutCase]:
+    """Tool cases drawn as training draws its requests, values included (mostly made-up cities), from a seed
+    of their own: what the model gets right on the distribution it was trained on (probe_split.py)."""
+    return _tool_cases(random.Random(seed), cv.TRAIN, cv.TRAIN)
 
 
 def held_out_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
