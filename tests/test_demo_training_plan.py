@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import Qwen3ForCausalLM
 
@@ -54,11 +55,20 @@ def test_a_tokenizer_change_leaves_the_layers_initial_weights_as_they_were():
     assert not other.model.layers[0].mlp.up_proj.weight.equal(a.model.layers[0].mlp.up_proj.weight)
 
 
-def _planted(vocab: int = 400) -> Qwen3ForCausalLM:
+def _planted(vocab: int = 400, context: int = 1) -> Qwen3ForCausalLM:
     model = Qwen3ForCausalLM(train.model_config(vocab, [1], 0, {**train.DEFAULTS, "layers": 2}))
-    train.initialise(model, seed=0)
+    train.initialise(model, seed=0, context=context)
     model.set_attn_implementation("eager")
     return model.eval()
+
+
+def _copied(model: Qwen3ForCausalLM, first: torch.Tensor) -> float:
+    """Share of a repeat of `first` ([rows, n]) predicted from what followed each token's earlier occurrence."""
+    ids = torch.cat([first, first], 1)
+    n = first.shape[1]
+    with torch.no_grad():
+        predicted = model(input_ids=ids).logits[:, n:-1].argmax(-1)
+    return (predicted == ids[:, n + 1:]).float().mean().item()
 
 
 def test_a_planted_model_copies_a_repeated_random_sequence_before_any_training():
@@ -89,3 +99,20 @@ def test_an_unplanted_model_does_not_copy_so_the_copying_above_is_the_plants_doi
 def test_the_planted_constant_channel_leaves_the_pad_row_zero():
     model = _planted()
     assert not model.model.embed_tokens.weight[0].any()
+
+
+def test_a_two_token_match_copies_a_sequence_of_ten_symbols_that_a_one_token_match_confuses():
+    # Ten symbols in twenty places (digits, say): every token occurs more than once, so "what followed the
+    # current token" has several answers; "what followed the current token after the previous one" mostly one.
+    digits = torch.randint(3, 13, (8, 20), generator=torch.Generator().manual_seed(1))
+    one, two = _copied(_planted(context=1), digits), _copied(_planted(context=2), digits)
+    assert one < 0.5 and two > 0.75, (one, two)
+    # And it still copies text whose tokens do not repeat.
+    assert _copied(_planted(context=2), torch.randint(3, 400, (8, 20), generator=torch.Generator().manual_seed(1))) > 0.9
+
+
+def test_a_two_token_match_is_refused_where_layer_0_has_no_second_head_on_the_first_heads_keys():
+    model = Qwen3ForCausalLM(train.model_config(400, [1], 0, {**train.DEFAULTS, "layers": 2, "heads": 2,
+                                                                "kv_heads": 2}))
+    with pytest.raises(ValueError, match="second head"):
+        train.initialise(model, seed=0, context=2)

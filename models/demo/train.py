@@ -69,7 +69,7 @@ DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermed
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=3000, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
                 tokenizer_corpus=4000, threads=2, workers=2, prefix_grad=False, check_every=1000,
-                noise=0.0)
+                noise=0.0, induction_context=1)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -125,7 +125,7 @@ def _agent_plan(cfg: dict, drill_from: int, steps: int) -> list[tuple[str, int]]
     return plan
 
 
-def initialise(model: Qwen3ForCausalLM, seed: int, plant: bool = True) -> None:
+def initialise(model: Qwen3ForCausalLM, seed: int, plant: bool = True, context: int = 1) -> None:
     """Draw the layers' weights from a generator of their own, the embedding's from another.
 
     Why: transformers draws every weight from one stream, embedding first, so any change of the
@@ -147,12 +147,12 @@ def initialise(model: Qwen3ForCausalLM, seed: int, plant: bool = True) -> None:
         if table.padding_idx is not None:
             table.weight[table.padding_idx].zero_()
     if plant:
-        plant_induction_circuit(model, seed)
+        plant_induction_circuit(model, seed, context=context)
 
 
 def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int = 5, gain: float = 2.5,
-                            level: float = 0.06, code: float = 0.1, match_gain: float = 2.0, out_gain: float = 16.0
-                            ) -> None:
+                            level: float = 0.06, code: float = 0.1, match_gain: float = 2.0, out_gain: float = 16.0,
+                            context: int = 1) -> None:
     """Start the model with a working copy circuit: layer 0's first head moves each token to the next
     position, and layer 1's first head finds the current token among those and predicts what followed it.
 
@@ -173,26 +173,43 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
       fastest rotary planes, so the score peaks at distance 1 (several planes, so no farther distance
       lines up as well); `gain` on those planes' q/k norm weights sharpens it (about 0.98 of the
       head's attention on the previous token). Its value is the token code, written into the
-      previous-token dims. Head 1 shares this key/value head; its output is silenced.
+      previous-token dims. Head 1 shares this key/value head; its output is silenced (but see `context`).
     - Layer 1, head 0: its query is a projection of the token code, its key the same projection of
       the previous-token code, in the rotary planes that turn least (within the window they
       hardly turn), so a key matches where the previous token equals the current one. Its value is
       that position's own token code, written back into the token dims `out_gain` strong: the tied
       output head then favours the token that followed the last occurrence of the current one.
+    - `context=2` matches two tokens, not one: layer 0's second head (it shares the first's key and
+      value) takes a query turned back by one more position's angle, so it peaks at distance 2, and
+      writes the token two back into dims [2 * head_dim, 3 * head_dim); layer 1's query adds a second
+      projection of the previous-token code, its key the same projection of the two-back code. A
+      position whose previous two tokens are the current and the previous one scores both terms, one
+      that matches the current token alone half. Why: a one-token match is ambiguous wherever the
+      current token occurred twice, and numbers are digits (`45.67` after `48 and `: which `4`?).
+      Measured on the shipped checkpoint, held-out values in training wordings (probe_split.py) got
+      114 of 144 calls right, the held-out set 111: the misses are copies (decimals cut, `Cape`
+      for Cape Town, a loop), not wordings.
     """
+    if context not in (1, 2):
+        raise ValueError(f"context must be 1 or 2 tokens, not {context}")
+    if context == 2 and model.config.num_attention_heads // model.config.num_key_value_heads < 2:
+        raise ValueError("context 2 needs layer 0's second head to share the first's key and value")
     cfg = model.config
     d, half, hidden = cfg.head_dim, cfg.head_dim // 2, cfg.hidden_size
-    tok, prev, channel = slice(0, d), slice(d, 2 * d), hidden - 1
+    tok, prev, prev2, channel = slice(0, d), slice(d, 2 * d), slice(2 * d, 3 * d), hidden - 1
+    coded = context + 1  # code blocks of head_dim at the residual's start: the token and `context` before it
     inv_freq = model.model.rotary_emb.inv_freq  # [head_dim / 2]: radians per position of each plane
     g = torch.Generator().manual_seed(seed + 2)  # initialise() draws layers from seed, the embedding from seed + 1
     # The slow rotary planes, and the projection layer 1's induction head matches in: drawn before the
     # token codes, so a tokenizer change (the codes' count) leaves the layers' draws as they were.
     slow = [i for i in range(half // 2, half)] + [i + half for i in range(half // 2, half)]
     project = torch.randn(len(slow), d, generator=g) / math.sqrt(d)
+    # Drawn after `project` and only for context 2, so that context 1 draws what it always drew.
+    project2 = torch.randn(len(slow), d, generator=g) / math.sqrt(d) if context == 2 else None
     with torch.no_grad():
         table = model.model.embed_tokens
         table.weight[:, tok] = torch.randn(table.weight.shape[0], d, generator=g) * code
-        table.weight[:, prev] = 0.0
+        table.weight[:, d: coded * d] = 0.0
         table.weight[:, channel] = level
         if table.padding_idx is not None:  # the pad row stays zero (and untrained), as transformers leaves it
             table.weight[table.padding_idx].zero_()
@@ -202,11 +219,11 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
                 reader.weight[:, channel] = 0.0
             for writer in (attn.o_proj, mlp.down_proj):
                 writer.weight[channel, :] = 0.0
-                writer.weight[: 2 * d, :] = 0.0  # the code dims carry only what the planted heads write
+                writer.weight[: coded * d, :] = 0.0  # the code dims carry only what the planted heads write
         eye = torch.eye(d)
         # Layer 0: the previous-token head. [out, in] weights; a head's rows are head_dim long.
         attn = model.model.layers[0].self_attn
-        attn.q_proj.weight[:d] = 0.0
+        attn.q_proj.weight[: context * d] = 0.0
         attn.k_proj.weight[:d] = 0.0
         for i in range(pairs):
             angle = float(inv_freq[i])
@@ -215,18 +232,38 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
             attn.q_proj.weight[i, channel] = 1.0
             attn.k_proj.weight[i, channel] = math.cos(angle)
             attn.k_proj.weight[i + half, channel] = math.sin(angle)
-            for norm in (attn.q_norm, attn.k_norm):
+            if context == 2:
+                # Head 1: q turned back by angle, so q_m . k_n = cos((n - m + 2) * angle): largest where n = m - 2.
+                attn.q_proj.weight[d + i, channel] = math.cos(angle)
+                attn.q_proj.weight[d + i + half, channel] = -math.sin(angle)
+            for norm in (attn.q_norm, attn.k_norm):  # shared by every head
                 norm.weight[i] = gain
                 norm.weight[i + half] = gain
         attn.v_proj.weight[:d] = 0.0
         attn.v_proj.weight[:d, tok] = eye
-        attn.o_proj.weight[prev, :d] = eye  # head 0's output -> the previous-token dims (head 1's stays 0)
+        attn.o_proj.weight[prev, :d] = eye  # head 0's output -> the previous-token dims
+        if context == 2:
+            attn.o_proj.weight[prev2, d: 2 * d] = eye  # head 1's (its value is head 0's) -> the two-back dims
         # Layer 1: the induction head, matching in the slow rotary planes.
         attn = model.model.layers[1].self_attn
         for w in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight):
             w[:d] = 0.0
-        attn.q_proj.weight[slow, tok] = project
-        attn.k_proj.weight[slow, prev] = project
+        if context == 1:
+            attn.q_proj.weight[slow, tok] = project
+            attn.k_proj.weight[slow, prev] = project
+        else:
+            # Each match in planes of its own (the slow planes' faster half, then their slower half), so
+            # no score term pairs one code with the other: a full match scores what one match scored alone.
+            own = torch.tensor([(i % half) < 3 * half // 4 for i in slow]).unsqueeze(1)  # [len(slow), 1]
+            # The token code is the embedding's own (small); layer 0 writes the earlier codes from a normalised
+            # input, about 1 / rms(embedding row) times larger. Scaled up to match, so the current token
+            # counts as much as the previous one in the query. (The all-zero pad row is in the mean: 24.2 at
+            # vocab 1,467, 23.5 without it; a 3% tilt toward the current token, left as the runs had it.)
+            boost = table.weight.pow(2).mean(-1).add(1e-6).rsqrt().mean()
+            attn.q_proj.weight[slow, tok] = project * own * boost
+            attn.k_proj.weight[slow, prev] = project * own
+            attn.q_proj.weight[slow, prev] = project2 * ~own
+            attn.k_proj.weight[slow, prev2] = project2 * ~own
         for norm in (attn.q_norm, attn.k_norm):
             norm.weight[slow] = match_gain
         attn.v_proj.weight[:d, tok] = eye
@@ -311,7 +348,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
     call_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")]
     config = model_config(len(tokenizer), eos_ids, tokenizer.pad_token_id, cfg)
     model = Qwen3ForCausalLM(config)
-    initialise(model, seed)
+    initialise(model, seed, context=cfg["induction_context"])
     banded_attention.use_banded_attention(model)
     params = sum(p.numel() for p in model.parameters())
     prepared = time.time()
@@ -483,9 +520,11 @@ def main() -> None:
                         help="data-parallel processes sharing the cores (1: one process on every thread)")
     parser.add_argument("--noise", type=float, default=DEFAULTS["noise"],
                         help="share of read-back assistant tokens replaced at random in agent steps (input_noise.py)")
+    parser.add_argument("--induction-context", type=int, choices=(1, 2), default=DEFAULTS["induction_context"],
+                        help="tokens the planted copy circuit matches on (plant_induction_circuit)")
     args = parser.parse_args()
     facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget, workers=args.workers,
-                  noise=args.noise)
+                  noise=args.noise, induction_context=args.induction_context)
     print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
 
 
