@@ -64,6 +64,8 @@ from models.demo import (banded_attention, corpus, data_parallel, dataset, input
 # noise: share of the read-back assistant tokens replaced at random in agent steps (input_noise.py). Off:
 # at 0.03 the thoughts that never end went from 5 and 3 (seeds 0, 2) to 1, 0 and 0 (seeds 0-2), but the
 # held-out calls moved +6, +13 and -6 against the same seed without it and chat lost a case (README, run TN).
+# induction_context: tokens the planted copy circuit matches on (plant_induction_circuit). 1: with 2 the held-out
+# calls went 115 and 106 at seeds 0 and 1 (1: 111, 112) and valid calls after an 8-token cut fell (README, run I2).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=3000, drill_cost=0.5, conversations=12656,
@@ -188,7 +190,8 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
       current token occurred twice, and numbers are digits (`45.67` after `48 and `: which `4`?).
       Measured on the shipped checkpoint, held-out values in training wordings (probe_split.py) got
       114 of 144 calls right, the held-out set 111: the misses are copies (decimals cut, `Cape`
-      for Cape Town, a loop), not wordings.
+      for Cape Town, a loop), not wordings. Trained from it (run I2), the model wrote no more exactly
+      than from one token's match, so one token stays the default.
     """
     if context not in (1, 2):
         raise ValueError(f"context must be 1 or 2 tokens, not {context}")
