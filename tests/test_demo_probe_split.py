@@ -1,5 +1,5 @@
-"""Held-out values in training wordings (corpus.seen_wording_cases, models/demo/probe_split.py): the same
-kinds and kinds of values as the held-out cases, only the wordings taken from training."""
+"""The cases models/demo/probe_split.py evaluates besides the held-out ones: values from the held-out pools in
+training wordings (corpus.seen_wording_cases), and cases drawn as training draws them (training_like_cases)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from models.demo import corpus, corpus_values
+from models.demo import corpus, corpus_values, units
 from models.demo import corpus_phrasing as ph
 from models.demo.corpus_phrasing import HELD_OUT, TRAIN
 
@@ -23,6 +23,7 @@ def test_training_wording_cases_keep_the_held_out_counts_and_values_and_draw_the
     held_out = [c for c in corpus.held_out_cases() if c.steps]
     seen = corpus.seen_wording_cases()
     trained, held = _listed_core_ids(TRAIN), _listed_core_ids(HELD_OUT)
+    held_units = {u.name for u in units.UNITS if u.split == HELD_OUT}
     assert Counter(c.kind for c in seen) == Counter(c.kind for c in held_out)
     assert any(".c." in c.template_id for c in seen) and any(c.template_id.split("|")[0] in trained for c in seen)
     for case in seen:
@@ -37,7 +38,7 @@ def test_training_wording_cases_keep_the_held_out_counts_and_values_and_draw_the
             elif kind == "city":
                 assert text in {c.lower() for c in corpus_values.cities(HELD_OUT)}, value
             else:
-                assert kind == "unit", value  # never a made-up unit: those are training's
+                assert kind == "unit" and value[5:] in held_units, value  # never a training or made-up unit
 
 
 def test_the_held_out_cases_are_still_the_ones_the_shipped_checkpoints_figures_were_measured_on():

@@ -322,19 +322,23 @@ def _tool_cases(rng: random.Random, wordings: str, values: str = cv.HELD_OUT) ->
 
 
 def seen_wording_cases(seed: int = HELD_OUT_SEED) -> list[HeldOutCase]:
-    """Tool cases with held-out values (cities, numbers, units) in training wordings, drawn as training
-    draws them (hand-written or composed cores, listed, composed, noise or no frames).
+    """Tool cases with values from the held-out pools (cities, numbers, units) in training wordings, drawn as
+    training draws them (hand-written or composed cores, listed, composed, noise or no frames).
 
     Not an evaluation of the model card: the issue's held-out requests are new wordings and new values
-    together. This set is the same kinds and values with the wordings taken out of the question, so that
-    probe_split.py can say how many held-out misses the new wordings cause and how many the new values.
+    together. This set has the same kinds and counts, and values of the same pools with the wordings taken
+    out of the question, so that probe_split.py can say how many held-out misses the new wordings cause.
+    (Not the held-out cases' own values: training wordings draw more from the generator, so the draws part
+    after the first case.)
     """
     return _tool_cases(random.Random(seed), cv.TRAIN)
 
 
 def training_like_cases(seed: int = HELD_OUT_SEED + 2) -> list[HeldOutCase]:
     """Tool cases drawn as training draws its requests, values included (mostly made-up cities), from a seed
-    of their own: what the model gets right on the distribution it was trained on (probe_split.py)."""
+    of their own: what the model gets right on the distribution it was trained on (probe_split.py). Cases
+    whose tool answers with an error (training's made-up units, a quarter of its conversions) are left out,
+    as held-out cases have none."""
     return _tool_cases(random.Random(seed), cv.TRAIN, cv.TRAIN)
 
 

@@ -1,13 +1,14 @@
-"""The held-out tool cases, the same values in training wordings, and cases drawn wholly as training draws
-them: which misses new wordings cause, which new values, and which the model makes on its own distribution.
+"""The held-out tool cases, held-out values in training wordings, and cases drawn as training draws them:
+which misses new wordings cause, which new values, and which the model makes on its own distribution.
 
 What it is for: `python -m models.demo.probe_split [--checkpoint X]` runs the offline evaluation
 (evaluate_offline.evaluate) three times over 144 tool cases of the same kinds and counts:
 - `held_out_wordings`: the held-out cases as the model card counts them (held-out templates and values);
-- `training_wordings`: `corpus.seen_wording_cases()`, the same held-out cities, numbers and units in wordings
-  drawn as training draws them (hand-written or composed cores, listed, composed, noise or no frames);
+- `training_wordings`: `corpus.seen_wording_cases()`, cities, numbers and units from the held-out pools (new
+  draws, not the held-out cases' own) in wordings drawn as training draws them (hand-written or composed
+  cores, listed, composed, noise or no frames);
 - `training_wordings_and_values`: `corpus.training_like_cases()`, values drawn as training draws them too
-  (mostly made-up cities), from a seed of their own.
+  (mostly made-up cities; no case whose tool answers with an error), from a seed of their own.
 It prints the calls and answers right in each, and the calls right per kind.
 
 What it is not for: the model card's figures. Training wordings are no test of generalising to new ones,

@@ -188,10 +188,7 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
       position whose previous two tokens are the current and the previous one scores both terms, one
       that matches the current token alone half. Why: a one-token match is ambiguous wherever the
       current token occurred twice, and numbers are digits (`45.67` after `48 and `: which `4`?).
-      Measured on the shipped checkpoint, held-out values in training wordings (probe_split.py) got
-      114 of 144 calls right, the held-out set 111: the misses are copies (decimals cut, `Cape`
-      for Cape Town, a loop), not wordings. Trained from it (run I2), the model wrote no more exactly
-      than from one token's match, so one token stays the default.
+      Off by default: trained from it, the model wrote no more exactly (models/demo/README.md, run I2).
     """
     if context not in (1, 2):
         raise ValueError(f"context must be 1 or 2 tokens, not {context}")
@@ -256,7 +253,9 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
             attn.k_proj.weight[slow, prev] = project
         else:
             # Each match in planes of its own (the slow planes' faster half, then their slower half), so
-            # no score term pairs one code with the other: a full match scores what one match scored alone.
+            # no score term pairs one code with the other: a full match scores what one match scored alone
+            # -- near by. At rope_theta 10,000 the faster half turns up to about 1 rad over a 96-token window
+            # (the slower half 0.1), so at the window's far edge the current token's term counts less.
             own = torch.tensor([(i % half) < 3 * half // 4 for i in slow]).unsqueeze(1)  # [len(slow), 1]
             # The token code is the embedding's own (small); layer 0 writes the earlier codes from a normalised
             # input, about 1 / rms(embedding row) times larger. Scaled up to match, so the current token
