@@ -190,11 +190,11 @@ def plant_induction_circuit(model: Qwen3ForCausalLM, seed: int = 0, pairs: int =
       current token occurred twice, and numbers are digits (`45.67` after `48 and `: which `4`?).
       Off by default: trained from it, the model wrote no more exactly (models/demo/README.md, run I2).
     """
+    cfg = model.config
     if context not in (1, 2):
         raise ValueError(f"context must be 1 or 2 tokens, not {context}")
-    if context == 2 and model.config.num_attention_heads // model.config.num_key_value_heads < 2:
+    if context == 2 and cfg.num_attention_heads // cfg.num_key_value_heads < 2:
         raise ValueError("context 2 needs layer 0's second head to share the first's key and value")
-    cfg = model.config
     d, half, hidden = cfg.head_dim, cfg.head_dim // 2, cfg.hidden_size
     tok, prev, prev2, channel = slice(0, d), slice(d, 2 * d), slice(2 * d, 3 * d), hidden - 1
     coded = context + 1  # code blocks of head_dim at the residual's start: the token and `context` before it
