@@ -40,8 +40,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from models.demo import (banded_attention, corpus, data_parallel, dataset, input_noise, model_card, render,
-                         tokenizer_build, tools, units)
+from models.demo import (banded_attention, call_weighting, corpus, data_parallel, dataset, input_noise, model_card,
+                         render, tokenizer_build, tools, units)
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
@@ -66,12 +66,13 @@ from models.demo import (banded_attention, corpus, data_parallel, dataset, input
 # held-out calls moved +6, +13 and -6 against the same seed without it and chat lost a case (README, run TN).
 # induction_context: tokens the planted copy circuit matches on (plant_induction_circuit). 1: with 2 the held-out
 # calls went 115 and 106 at seeds 0 and 1 (1: 111, 112) and valid calls after an 8-token cut fell (README, run I2).
+# call_weight: the loss weight of the tool calls' tokens in agent steps (call_weighting.py); 1 is the plain mean.
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=3000, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
                 tokenizer_corpus=4000, threads=2, workers=2, prefix_grad=False, check_every=1000,
-                noise=0.0, induction_context=1)
+                noise=0.0, induction_context=1, call_weight=1.0)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -288,16 +289,20 @@ def _hidden(model: Qwen3ForCausalLM, batch: dataset.Batch, prefix_grad: bool = T
     return model.model(input_ids=batch.ids, cache=cache, use_cache=cache is not None).last_hidden_state
 
 
-def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch, over: int | None = None, prefix_grad: bool = True
-          ) -> torch.Tensor:
+def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch, over: int | None = None, prefix_grad: bool = True,
+          weights: torch.Tensor | None = None) -> torch.Tensor:
     """Mean token loss of `batch`; with `over`, its summed token loss divided by `over` (a data-parallel
-    rank's share of the whole batch's mean, data_parallel.py)."""
+    rank's share of the whole batch's mean, data_parallel.py). `weights` ([rows, len], call_weighting.py)
+    scale each token's loss before the sum; the divisor stays the count of trained tokens."""
     hidden = _hidden(model, batch, prefix_grad)
     trained = batch.labels != dataset.IGNORE
     logits = model.lm_head(hidden[trained])  # [trained tokens, vocab]: the head only where there is a loss
-    if over is None:
-        return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
-    return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained], reduction="sum") / over
+    if weights is None:
+        if over is None:
+            return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
+        return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained], reduction="sum") / over
+    per_token = torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained], reduction="none")
+    return (per_token * weights[trained]).sum() / (over if over is not None else int(trained.sum()))
 
 
 def _held_out_call_match(model: Qwen3ForCausalLM, batches: list[dataset.Batch], open_id: int, close_id: int
@@ -383,15 +388,17 @@ class _Run:
         self.batches, self.drill_batches, self.watched, self.call_ids = batches, drill_batches, watched, call_ids
         self.deadline, self.minutes, self.prepared = deadline, minutes, prepared
 
-    def _step_loss(self, batch: dataset.Batch, rank: int, world: int) -> torch.Tensor | None:
+    def _step_loss(self, batch: dataset.Batch, rank: int, world: int, agent: bool) -> torch.Tensor | None:
         """This rank's loss on `batch`; None when the batch has no row for it (a group's last, short batch)."""
         grad = self.cfg["prefix_grad"]
-        if world == 1:
-            return _loss(self.model, batch, prefix_grad=grad)
-        mine = data_parallel.rows_of(batch, rank, world, self.pad)
+        mine = batch if world == 1 else data_parallel.rows_of(batch, rank, world, self.pad)
         if not mine.ids.shape[0]:
             return None
-        return _loss(self.model, mine, over=data_parallel.trained_tokens(batch), prefix_grad=grad)
+        weights = None
+        if agent and self.cfg["call_weight"] != 1.0:
+            weights = call_weighting.call_token_weights(mine.labels, *self.call_ids, self.cfg["call_weight"])
+        over = None if world == 1 else data_parallel.trained_tokens(batch)
+        return _loss(self.model, mine, over=over, prefix_grad=grad, weights=weights)
 
     def fit(self, rank: int) -> dict | None:
         model, cfg = self.model, self.cfg
@@ -445,7 +452,7 @@ class _Run:
                 # noises the same batch alike, and a seed still gives the same weights.
                 gen = torch.Generator().manual_seed(self.seed * 1_000_003 + i)
                 batch = input_noise.noised(batch, cfg["noise"], self.plain, gen)
-            loss = self._step_loss(batch, rank, world)
+            loss = self._step_loss(batch, rank, world, phase == "agent")
             if loss is not None:
                 loss.backward()
             if world == 1:
@@ -524,9 +531,11 @@ def main() -> None:
                         help="share of read-back assistant tokens replaced at random in agent steps (input_noise.py)")
     parser.add_argument("--induction-context", type=int, choices=(1, 2), default=DEFAULTS["induction_context"],
                         help="tokens the planted copy circuit matches on (plant_induction_circuit)")
+    parser.add_argument("--call-weight", type=float, default=DEFAULTS["call_weight"],
+                        help="loss weight of the tool calls' tokens in agent steps (call_weighting.py)")
     args = parser.parse_args()
     facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget, workers=args.workers,
-                  noise=args.noise, induction_context=args.induction_context)
+                  noise=args.noise, induction_context=args.induction_context, call_weight=args.call_weight)
     print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
 
 
