@@ -2,8 +2,9 @@
 
 import torch
 
-from models.demo import dataset
+from models.demo import data_parallel, dataset, train
 from models.demo.call_weighting import call_token_weights
+from test_demo_banded_attention import _batch, _model
 
 OPEN, CLOSE, IGN = 7, 8, dataset.IGNORE
 
@@ -27,18 +28,12 @@ def test_an_opener_whose_closer_is_past_the_row_weighs_to_the_end():
 
 
 def test_weights_of_one_give_the_plain_mean_loss():
-    from models.demo import train
-    from test_demo_banded_attention import _batch, _model
-
     model, batch = _model(), _batch(5)
     ones = torch.ones(batch.labels.shape)
     assert torch.allclose(train._loss(model, batch, weights=ones), train._loss(model, batch), atol=1e-6)
 
 
 def test_weighted_ranks_shares_add_up_to_the_whole_batchs_weighted_loss():
-    from models.demo import data_parallel, train
-    from test_demo_banded_attention import _batch, _model
-
     model, batch = _model(), _batch(13)
     opener, closer = int(batch.labels[0, 3]), int(batch.labels[0, 9])  # any two ids serve as the markers
     whole = train._loss(model, batch, weights=call_token_weights(batch.labels, opener, closer, 3.0))

@@ -298,12 +298,13 @@ def _loss(model: Qwen3ForCausalLM, batch: dataset.Batch, over: int | None = None
     hidden = _hidden(model, batch, prefix_grad)
     trained = batch.labels != dataset.IGNORE
     logits = model.lm_head(hidden[trained])  # [trained tokens, vocab]: the head only where there is a loss
-    if weights is None:
-        if over is None:
-            return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained])
-        return torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained], reduction="sum") / over
-    per_token = torch.nn.functional.cross_entropy(logits.float(), batch.labels[trained], reduction="none")
-    return (per_token * weights[trained]).sum() / (over if over is not None else int(trained.sum()))
+    labels = batch.labels[trained]  # [trained tokens]
+    if weights is not None:
+        per_token = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
+        return (per_token * weights[trained]).sum() / (over if over is not None else int(trained.sum()))
+    if over is None:
+        return torch.nn.functional.cross_entropy(logits.float(), labels)
+    return torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum") / over
 
 
 def _held_out_call_match(model: Qwen3ForCausalLM, batches: list[dataset.Batch], open_id: int, close_id: int
