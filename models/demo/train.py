@@ -41,7 +41,7 @@ import torch  # noqa: E402
 from transformers import DynamicCache, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
 from models.demo import (banded_attention, call_weighting, corpus, data_parallel, dataset, input_noise, model_card,
-                         render, tokenizer_build, tools, units)
+                         openings, render, tokenizer_build, tools, units)
 
 # drill_steps: at most this many steps of the copy drill first (corpus.copy_drills), ending early once its
 # loss is under drill_loss; then the agent corpus (`conversations` of them, in batches of `rows`) for
@@ -68,12 +68,15 @@ from models.demo import (banded_attention, call_weighting, corpus, data_parallel
 # calls went 115 and 106 at seeds 0 and 1 (1: 111, 112) and valid calls after an 8-token cut fell (README, run I2).
 # call_weight: the loss weight of the tool calls' tokens in agent steps (call_weighting.py); 1 is the plain mean. At 3
 # the held-out calls went 120, 118 and 109 at seeds 0-2 (1: 111, 112, 114) and chat lost a case at two seeds (README, CW3).
+# opening_every: agent steps between batches of `opening_rows` thought openings (openings.py), each costing
+# `opening_cost` agent steps of the budget. Off: at 2 the held-out calls went 107, 125 and 125 at seeds 0-2 (off: 111,
+# 112, 114), but valid calls after an 8-token cut fell from 142 and 140 to 133, 131 and 132 (README, run OP2).
 DEFAULTS = dict(layers=4, hidden=192, heads=6, kv_heads=2, head_dim=32, intermediate=512, window=96,
                 full_layers=(0, 3),
                 drill_steps=1800, drill_rows=16, drill_loss=0.3, budget=3000, drill_cost=0.5, conversations=12656,
                 rows=8, lr=3e-3, warmup=30, weight_decay=0.01, drill_every=8, ema=0.99, ema_from=0.6, vocab=2048,
                 tokenizer_corpus=4000, threads=2, workers=2, prefix_grad=False, check_every=1000,
-                noise=0.0, induction_context=1, call_weight=1.0)
+                noise=0.0, induction_context=1, call_weight=1.0, opening_every=0, opening_rows=24, opening_cost=1.1)
 
 
 def model_config(vocab_size: int, eos_ids: list[int], pad_id: int, cfg: dict) -> Qwen3Config:
@@ -105,7 +108,10 @@ def agent_steps(cfg: dict, drill_run: int) -> int:
     average -- the part that makes the model. Spending a fixed budget keeps the run's length, and
     the whole schedule, whatever the drill did; a late end costs agent steps, deterministically.
     """
-    return max(1, round(cfg["budget"] - cfg["drill_cost"] * drill_run))
+    left = cfg["budget"] - cfg["drill_cost"] * drill_run
+    if cfg.get("opening_every"):  # each agent step brings 1 / opening_every of an opening step along
+        left /= 1 + cfg["opening_cost"] / cfg["opening_every"]
+    return max(1, round(left))
 
 
 def _agent_lr(step: int, steps: int, cfg: dict) -> float:
@@ -119,13 +125,18 @@ def _agent_plan(cfg: dict, drill_from: int, steps: int) -> list[tuple[str, int]]
 
     Why: copying is what every call needs and what this model learns last; the agent corpus alone
     copies each name a few times, the drill batch many (and it costs half an agent step). A
-    ("redrill", n) step trains drill batch `drill_from + n` at the agent schedule's rate.
+    ("redrill", n) step trains drill batch `drill_from + n` at the agent schedule's rate. With
+    `opening_every` set, an ("opening", n) step after every that many agent steps trains openings
+    batch n (openings.py) at that rate too.
     """
     plan: list[tuple[str, int]] = []
+    every = cfg.get("opening_every", 0)
     for i in range(steps):
         plan.append(("agent", i))
         if cfg["drill_every"] and (i + 1) % cfg["drill_every"] == 0 and i + 1 < steps:
             plan.append(("redrill", drill_from + i // cfg["drill_every"]))
+        if every and (i + 1) % every == 0 and i + 1 < steps:
+            plan.append(("opening", i // every))
     return plan
 
 
@@ -351,6 +362,8 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
         seed, cfg["drill_steps"] * cfg["drill_rows"], vocab_pieces=tokenizer_build.letter_pieces(tokenizer)),
         cfg["threads"]), tokenizer)
     drill_batches = dataset.batches(drills, tokenizer, cfg["drill_rows"], seed)
+    opening_batches = (dataset.batches(openings.openings(rendered, examples, tokenizer), tokenizer,
+                                       cfg["opening_rows"], seed) if cfg["opening_every"] else [])
     eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (tokenizer_build.EOS, tokenizer_build.PAD)]
     watched = dataset.batches(dataset.encode_all([dataset.rendered(c) for c in corpus.held_out_conversations(64)],
                                                  tokenizer), tokenizer, 16, seed)
@@ -366,7 +379,7 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
 
     added = set(tokenizer.get_added_vocab().values())
     plain = torch.tensor([i for i in range(len(tokenizer)) if i not in added])  # [ordinary ids]
-    run = _Run(model, cfg, batches, drill_batches, watched, call_ids, tokenizer.pad_token_id,
+    run = _Run(model, cfg, batches, drill_batches, opening_batches, watched, call_ids, tokenizer.pad_token_id,
                deadline=started + minutes * 60, minutes=minutes, prepared=prepared, plain=plain, seed=seed)
     fitted = data_parallel.run(cfg["workers"], run.fit)
     trained = time.time()
@@ -384,10 +397,11 @@ def train(out: Path, seed: int = 0, minutes: float = 20.0, **overrides) -> dict:
 class _Run:
     """The training loop, as one rank runs it (`fit(rank)`; data_parallel.run starts the ranks)."""
 
-    def __init__(self, model, cfg, batches, drill_batches, watched, call_ids, pad, deadline, minutes, prepared,
-                 plain, seed):
+    def __init__(self, model, cfg, batches, drill_batches, opening_batches, watched, call_ids, pad, deadline, minutes,
+                 prepared, plain, seed):
         self.model, self.cfg, self.pad, self.plain, self.seed = model, cfg, pad, plain, seed
         self.batches, self.drill_batches, self.watched, self.call_ids = batches, drill_batches, watched, call_ids
+        self.opening_batches = opening_batches
         self.deadline, self.minutes, self.prepared = deadline, minutes, prepared
 
     def _step_loss(self, batch: dataset.Batch, rank: int, world: int, agent: bool) -> torch.Tensor | None:
@@ -447,8 +461,8 @@ class _Run:
             lr = _drill_lr(i, cfg) if phase == "drill" else _agent_lr(agent_step, steps, cfg)
             for group in optim.param_groups:
                 group["lr"] = lr
-            batch = self.batches[i % len(self.batches)] if phase == "agent" else \
-                self.drill_batches[i % len(self.drill_batches)]
+            source = {"agent": self.batches, "opening": self.opening_batches}.get(phase, self.drill_batches)
+            batch = source[i % len(source)]
             if phase == "agent" and cfg["noise"]:
                 # Seeded by the run's seed and the step, before the rows are shared out: every rank
                 # noises the same batch alike, and a seed still gives the same weights.
@@ -497,7 +511,7 @@ class _Run:
             print(f"averaged weights: held-out call match {matches['averaged']:.2f}", flush=True)
         return {
             "steps": step, "drill_steps_run": ran["drill"], "agent_steps_run": ran["agent"],
-            "redrill_steps_run": ran["redrill"],
+            "redrill_steps_run": ran["redrill"], "opening_steps_run": ran["opening"],
             "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])), "stopped_early": stopped_early,
             "held_out_call_match_teacher_forced": matches,
             # CPU seconds over the cores: what the training would take on an idle machine (the wall time
@@ -535,9 +549,14 @@ def main() -> None:
                         help="tokens the planted copy circuit matches on (plant_induction_circuit)")
     parser.add_argument("--call-weight", type=float, default=DEFAULTS["call_weight"],
                         help="loss weight of the tool calls' tokens in agent steps (call_weighting.py)")
+    parser.add_argument("--opening-every", type=int, default=DEFAULTS["opening_every"],
+                        help="agent steps between batches of thought openings (openings.py); 0: none")
+    parser.add_argument("--opening-rows", type=int, default=DEFAULTS["opening_rows"],
+                        help="rows of an openings batch")
     args = parser.parse_args()
     facts = train(args.out, seed=args.seed, minutes=args.minutes, budget=args.budget, workers=args.workers,
-                  noise=args.noise, induction_context=args.induction_context, call_weight=args.call_weight)
+                  noise=args.noise, induction_context=args.induction_context, call_weight=args.call_weight,
+                  opening_every=args.opening_every, opening_rows=args.opening_rows)
     print(json.dumps({k: facts[k] for k in ("parameters", "steps", "final_loss", "wall_seconds")}))
 
 
