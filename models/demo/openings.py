@@ -39,8 +39,8 @@ def opening(text: str, spans: list[tuple[int, int]], sentences: int = SENTENCES
         return None
     start, end = spans[0]
     before = text[:start]
-    request = before[before.rfind("<|im_start|>user\n"):]
-    if not before.endswith(GENERATION_PROMPT) or TOOL_RESULT in request:
+    turn = before.rfind("<|im_start|>user\n")
+    if turn < 0 or not before.endswith(GENERATION_PROMPT) or TOOL_RESULT in before[turn:]:
         return None
     thought_end = text.find(THOUGHT_END, start, end)
     if thought_end <= start:
