@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 
 from models.demo.dataset import IGNORE, Example, encode_all
+from models.demo.render import THINK_CLOSE
 
 GENERATION_PROMPT = "<|im_start|>assistant\n<think>\n"
 TOOL_RESULT = "<tool_response>"
-THOUGHT_END = "\n</think>"
+THOUGHT_END = "\n" + THINK_CLOSE
 SENTENCES = 2
 _SENTENCE_END = re.compile(r"[.?!][ \n]")
 

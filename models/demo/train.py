@@ -109,7 +109,7 @@ def agent_steps(cfg: dict, drill_run: int) -> int:
     the whole schedule, whatever the drill did; a late end costs agent steps, deterministically.
     """
     left = cfg["budget"] - cfg["drill_cost"] * drill_run
-    if cfg.get("opening_every"):  # each agent step brings 1 / opening_every of an opening step along
+    if cfg["opening_every"]:  # each agent step brings 1 / opening_every of an opening step along
         left /= 1 + cfg["opening_cost"] / cfg["opening_every"]
     return max(1, round(left))
 
@@ -130,7 +130,7 @@ def _agent_plan(cfg: dict, drill_from: int, steps: int) -> list[tuple[str, int]]
     batch n (openings.py) at that rate too.
     """
     plan: list[tuple[str, int]] = []
-    every = cfg.get("opening_every", 0)
+    every = cfg["opening_every"]
     for i in range(steps):
         plan.append(("agent", i))
         if cfg["drill_every"] and (i + 1) % cfg["drill_every"] == 0 and i + 1 < steps:
