@@ -68,3 +68,29 @@ def test_a_self_reference_nested_deeper_than_pythons_stack_is_walked():
 ], ids=["a required entry that is no name", "a pointer step that is a non-ASCII digit"])
 def test_parts_that_are_no_schema_are_left_to_the_meta_schema_not_a_crash(schema):
     assert never_ending_part(schema) is None
+
+
+@pytest.mark.parametrize("schema", [
+    {"$ref": ""},
+    {"$id": "urn:x", "$ref": "urn:x"},
+    {"$id": "https://example.com/s.json", "$ref": "s.json"},
+    {"$defs": {"A": {"$anchor": "me", "$ref": "#me"}}, "$ref": "#/$defs/A"},
+    {"$defs": {"A": {"$id": "#me", "$ref": "#me"}}, "$ref": "#/$defs/A"},
+    {"type": "object", "properties": {"a": {"$ref": ""}}, "required": ["a"]},
+    {"$id": "urn:root", "$defs": {"B": {"$id": "urn:b", "$ref": "urn:b#"}}, "$ref": "urn:b"},
+], ids=["the empty ref", "an $id by name", "an $id by a relative URL", "an $anchor", "a draft 7 anchor $id",
+        "the empty ref under a required property", "an $id with an empty fragment"])
+def test_a_ref_back_to_itself_by_empty_ref_id_or_anchor_is_named_as_one_by_pointer_is(schema):
+    assert never_ending_part(schema) is not None
+
+
+def test_refs_by_id_and_anchor_that_reach_an_ending_part_pass():
+    leaf = {"type": "string"}
+    assert never_ending_part({"$id": "urn:x", "$defs": {"S": {"$anchor": "s", **leaf}}, "$ref": "urn:x#s"}) is None
+    assert never_ending_part({"$defs": {"S": {"$id": "urn:s", **leaf}}, "$ref": "urn:s"}) is None
+
+
+def test_an_id_inside_example_data_names_no_resource():
+    schema = {"examples": [{"$id": "urn:e", "$ref": "urn:e"}], "type": "object",
+              "properties": {"a": {"$ref": "urn:e"}}, "required": ["a"]}
+    assert never_ending_part(schema) is None  # urn:e is no schema of this document: the engine's to report

@@ -15,19 +15,26 @@ requirements is met by a subschema that ends: every `allOf` member and `$ref` ta
 `oneOf` branch, each required property of an object, each item an array must hold (`minItems`).
 Starting from `true` (and from parts that require nothing), a worklist marks what ends; a reachable
 object schema left unmarked cannot. Walked with explicit stacks: schemas nest deeper than Python's.
+A `$ref` is followed wherever it points inside the document -- a JSON pointer, the empty reference
+(the document itself), an `$id` or an `$anchor` -- since the grammar engine follows all of them; only a
+reference out of the document is left alone (the engine fetches nothing and says so).
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urljoin
 
 # Keywords whose subschemas describe parts of a valid value (so a part that cannot end there is a dead end
 # the grammar meets). `not`, `if`/`then`/`else`, `contains` and the like are left alone.
 _ONE = ("additionalProperties", "items", "additionalItems")
 _MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAPS = ("properties", "patternProperties")
+# Keywords whose values are JSON data, not subschemas: an "$id" inside an example names no resource.
+_DATA = frozenset({"enum", "const", "examples", "default"})
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def never_ending_part(schema: Any) -> str | None:
@@ -35,6 +42,7 @@ def never_ending_part(schema: Any) -> str | None:
     naming the part as a JSON pointer (`#/$defs/A`) -- or None when every such part can."""
     if not isinstance(schema, dict):
         return None
+    refs = _References(schema)
     nodes: dict[int, tuple[dict, str]] = {}  # id -> (subschema, its pointer), in the order first reached
     order: list[int] = []
     stack: list[tuple[Any, str]] = [(schema, "#")]
@@ -45,13 +53,13 @@ def never_ending_part(schema: Any) -> str | None:
         nodes[id(node)] = (node, where)
         order.append(id(node))
         subs = [(sub, f"{where}/{key}") for key, sub in _subschemas(node)]
-        target = _resolve(schema, node.get("$ref"))
+        target = refs.target(node)
         if target is not None:
             subs.append((target, node["$ref"]))
         stack.extend(reversed(subs))
 
     # Each node's requirements: groups of alternatives, one of which must end.
-    groups: dict[int, list[list[Any]]] = {i: _requirements(nodes[i][0], schema) for i in order}
+    groups: dict[int, list[list[Any]]] = {i: _requirements(nodes[i][0], refs) for i in order}
     unmet = {i: len(g) for i, g in groups.items()}
     met: dict[int, list[bool]] = {i: [False] * len(g) for i, g in groups.items()}
     waiting: dict[int, list[tuple[int, int]]] = defaultdict(list)  # child id -> (parent id, group index)
@@ -124,10 +132,10 @@ def _subschemas(node: dict) -> list[tuple[str, Any]]:
     return out
 
 
-def _requirements(node: dict, root: dict) -> list[list[Any]]:
+def _requirements(node: dict, refs: _References) -> list[list[Any]]:
     """Groups of alternatives (subschemas or booleans), one of each group having to end for `node` to."""
     groups: list[list[Any]] = []
-    target = _resolve(root, node.get("$ref"))
+    target = refs.target(node)
     if target is not None:
         groups.append([target])
     members = node.get("allOf")
@@ -165,17 +173,68 @@ def _requirements(node: dict, root: dict) -> list[list[Any]]:
     return [[alt for alt in g if isinstance(alt, (dict, bool))] or [True] for g in groups]
 
 
-def _resolve(root: dict, ref: Any) -> Any:
-    """The subschema a local `$ref` ("#", "#/$defs/A", "#/properties/a~1b") points at, or None when it is not
-    local or points at nothing (left to the grammar engine, which reports what it cannot resolve)."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return None
-    node: Any = root
-    pointer = unquote(ref[1:])
-    if not pointer:
-        return root
-    if not pointer.startswith("/"):
-        return None  # an anchor name
+class _References:
+    """Where the `$ref`s of one schema document point. Each subschema sits under a base URI (its nearest
+    enclosing `$id`, else the document's empty one); a reference is resolved against its subschema's base,
+    then its fragment is a JSON pointer ("#/$defs/A"), empty (the resource itself) or an anchor name."""
+
+    def __init__(self, root: dict):
+        self._base: dict[int, str] = {}  # id(subschema) -> the base URI its references resolve against
+        self._resources: dict[str, Any] = {}  # base URI -> the subschema whose `$id` it is
+        self._anchors: dict[tuple[str, str], Any] = {}  # (base URI, anchor name) -> subschema
+        self._resources[""] = root
+        stack: list[tuple[Any, str]] = [(root, "")]
+        while stack:
+            node, base = stack.pop()
+            if isinstance(node, list):
+                stack.extend((item, base) for item in node)
+                continue
+            if not isinstance(node, dict) or id(node) in self._base:
+                continue
+            own = node.get("$id")
+            if isinstance(own, str):
+                uri, _, fragment = _join(base, own).partition("#")
+                if uri:  # (a bare "#name" names no resource: it stays under its parent's base)
+                    base = uri
+                    self._resources.setdefault(uri, node)
+                if fragment and not fragment.startswith("/"):  # draft 7 spelt an anchor "$id": "#name"
+                    self._anchors.setdefault((base, fragment), node)
+            anchor = node.get("$anchor")
+            if isinstance(anchor, str):
+                self._anchors.setdefault((base, anchor), node)
+            self._base[id(node)] = base
+            stack.extend((value, base) for key, value in node.items() if key not in _DATA)
+
+    def target(self, node: dict) -> Any:
+        """The subschema (or boolean) `node`'s `$ref` points at inside the document, or None when it has
+        none, points out of the document or at nothing (left to the grammar engine, which reports what it
+        cannot resolve)."""
+        ref = node.get("$ref")
+        if not isinstance(ref, str):
+            return None
+        uri, _, fragment = _join(self._base.get(id(node), ""), ref).partition("#")
+        resource = self._resources.get(uri)
+        if resource is None:
+            return None
+        fragment = unquote(fragment)
+        if not fragment:
+            return resource
+        if not fragment.startswith("/"):
+            return self._anchors.get((uri, fragment))
+        return _pointed(resource, fragment)
+
+
+def _join(base: str, ref: str) -> str:
+    """`ref` resolved against `base` (RFC 3986), also for bases such as "urn:x" that urljoin will not join."""
+    if not ref or ref.startswith("#"):
+        return base + ref
+    if _SCHEME.match(ref) or not base:
+        return ref
+    return urljoin(base, ref)
+
+
+def _pointed(node: Any, pointer: str) -> Any:
+    """What the JSON pointer ("/$defs/A", "/properties/a~1b") names inside `node`, or None."""
     for part in pointer[1:].split("/"):
         part = part.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
