@@ -106,7 +106,9 @@ def create_app(settings: ServeSettings, *, background_load: bool = True, on_load
         if state.engine is not None:
             state.engine.shutdown()
 
-    app = FastAPI(title="anchorage", version="0.1.0", lifespan=lifespan)
+    # No redirect for a trailing slash: a 307 with an empty body is no error a client can read, and a POST
+    # followed to its new address may land on another method's route. An unknown path is a 404 like any other.
+    app = FastAPI(title="anchorage", version="0.1.0", lifespan=lifespan, redirect_slashes=False)
     app.state.server = state
     metrics = Metrics(state)
     app.state.metrics = metrics

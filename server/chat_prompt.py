@@ -98,7 +98,7 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning,
             continue_final_message=req.continue_final_message, tokenize=False, **kwargs
         )
     except Exception as exc:  # jinja raises anything, e.g. raise_exception() in a template
-        raise _template_error(req, tokenizer, tools, exc) from None
+        raise _template_error(req, tokenizer, tools, kwargs, exc) from None
     if before_counting is not None:
         before_counting(text)
     ids = tokenizer.encode(text, add_special_tokens=False)
@@ -114,18 +114,45 @@ def render_chat(req: ChatCompletionRequest, tokenizer, reasoning,
     return RenderedPrompt(text, ids, opened, offer_tools)
 
 
-def _template_error(req: ChatCompletionRequest, tokenizer, tools, exc: Exception) -> InvalidRequestError:
+def _template_error(req: ChatCompletionRequest, tokenizer, tools, kwargs: dict, exc: Exception) -> InvalidRequestError:
     """The template's refusal, blamed on `chat_template_kwargs` when the messages render without them
-    (`{"namespace": 1}` shadows a Jinja name the template calls), else on the messages."""
-    if req.chat_template_kwargs:
-        own = {"reasoning_effort": req.reasoning_effort} if req.reasoning_effort is not None else {}
-        try:  # as rendered, less what the client's kwargs added (the server's own kwargs stay)
-            tokenizer.apply_chat_template(template_messages(req), tools=tools, tokenize=False,
+    (`{"namespace": 1}` shadows a Jinja name the template calls), on a tool when the messages render
+    without it (parameters nested past the template's recursion, say), else on the messages."""
+    own = {"reasoning_effort": req.reasoning_effort} if req.reasoning_effort is not None else {}
+
+    def renders(tools_now, **kwargs) -> bool:
+        try:
+            tokenizer.apply_chat_template(template_messages(req), tools=tools_now, tokenize=False,
                                           add_generation_prompt=req.add_generation_prompt,
-                                          continue_final_message=req.continue_final_message, **own)
-        except Exception:  # noqa: BLE001 -- the messages fail alone too: theirs is the blame
-            pass
-        else:
-            return InvalidRequestError(f"the chat template failed with these chat_template_kwargs: {exc}",
-                                       param="chat_template_kwargs")
-    return InvalidRequestError(f"the chat template refused these messages: {exc}", param="messages")
+                                          continue_final_message=req.continue_final_message, **kwargs)
+        except Exception:  # noqa: BLE001 -- any refusal, as in render_chat
+            return False
+        return True
+
+    if req.chat_template_kwargs and renders(tools, **own):  # as rendered, less what the client's kwargs added
+        return InvalidRequestError(f"the chat template failed with these chat_template_kwargs: {exc}",
+                                   param="chat_template_kwargs")
+    if tools and renders(None, **kwargs):
+        param = _unrenderable_tool(tools, lambda some: renders(some, **kwargs))
+        return InvalidRequestError(f"the chat template could not render {param}: {exc}", param=param)
+    return InvalidRequestError(f"the chat template could not render messages: {exc}", param="messages")
+
+
+# How many tools are tried one by one to find which the template cannot render; past that, `tools` is blamed
+# whole (each try renders the whole prompt: a refusal must not cost a render per tool of a huge list).
+_TOOLS_TRIED_ALONE = 32
+
+
+def _unrenderable_tool(tools: list[dict], renders: Callable[[list[dict]], bool]) -> str:
+    """The field of the first tool the template fails on alone (its `function.parameters` when the tool renders
+    without them), or `tools` when none fails alone or there are too many to try."""
+    for i, tool in enumerate(tools[:_TOOLS_TRIED_ALONE]):
+        if renders([tool]):
+            continue
+        function = tool.get("function")
+        if isinstance(function, dict) and "parameters" in function:
+            bare = {**tool, "function": {k: v for k, v in function.items() if k != "parameters"}}
+            if renders([bare]):
+                return f"tools.{i}.function.parameters"
+        return f"tools.{i}"
+    return "tools"

@@ -24,6 +24,9 @@ from live_server import live_server
 N_CTX = 128
 USER = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
+DEEP: list = []
+for _ in range(900):  # example data nested deeper than the template's tojson can recurse
+    DEEP = [DEEP]
 
 
 @dataclass
@@ -136,6 +139,27 @@ CASES = [
             "type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"],
             "$defs": {"A": {"$ref": "#/$defs/A"}}}}}]),
         param="tools.0.function.parameters", words=("Invalid schema for function 'f'", "#/$defs/A")),
+    Bad("tool parameters that are the empty ref, itself", C,
+        body=chat(tool_choice="required", tools=[{"type": "function", "function": {"name": "f", "parameters": {
+            "$ref": ""}}}]), param="tools.0.function.parameters", words=("Invalid schema for function 'f'",)),
+    Bad("tool parameters whose $id refers to itself", C,
+        body=chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {
+            "$id": "urn:x", "$ref": "urn:x"}}}]), param="tools.0.function.parameters", words=("can end",)),
+    Bad("response_format json_schema whose required property is the empty ref", C,
+        body=chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"$ref": ""}}, "required": ["a"]}}}),
+        param="response_format.json_schema.schema", words=("cannot be enforced",)),
+    Bad("tool parameters nested past the template's recursion", C,
+        body=chat(tools=[TOOL, {"type": "function", "function": {"name": "deep", "parameters": {
+            "type": "object", "examples": DEEP}}}]), param="tools.1.function.parameters",
+        words=("could not render tools.1.function.parameters",)),
+    Bad("Responses text.format name with a space", "/v1/responses",
+        body={"input": "x", "text": {"format": {"type": "json_schema", "name": "has space", "schema": {}}}},
+        param="text.format.name", words=("text.format.name:",)),
+    Bad("Responses reasoning effort unknown", "/v1/responses", body={"input": "x", "reasoning": {"effort": "extreme"}},
+        param="reasoning.effort", words=("reasoning.effort:",)),
+    Bad("a known route with a trailing slash", C + "/", body=chat(), status=404, type="not_found_error",
+        words=(C + "/",)),
     Bad("chat_template_kwargs that break the template", C, body=chat(chat_template_kwargs={"namespace": 1}),
         param="chat_template_kwargs", words=("chat_template_kwargs",)),
     Bad("chat_template_kwargs setting a reserved key", C, body=chat(chat_template_kwargs={"tools": []}),

@@ -60,13 +60,13 @@ CANCEL_WAIT_SECONDS = 10.0  # how long a cancel waits for the turn to store its 
 # Chat fields and the Responses fields they come from, for errors the chat pipeline finds: a chat
 # message is no input item one for one (instructions add one, a turn's calls share one), so any
 # message path names `input`.
-_FIELDS = (("messages", "input"), ("response_format.json_schema.schema", "text.format.schema"),
-           ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
-           ("tool_choice.function", "tool_choice"), ("reasoning_effort", "reasoning.effort"))
+_FIELDS = (("messages", "input"), ("response_format.json_schema", "text.format"), ("response_format", "text.format"),
+           ("max_completion_tokens", "max_output_tokens"), ("tool_choice.function", "tool_choice"),
+           ("reasoning_effort", "reasoning.effort"))
 
 
 # Chat fields a message may name besides its own param, as Responses spells them (no prose word among them).
-_NAMED_IN_MESSAGES = (("response_format.json_schema.schema", "text.format.schema"), ("response_format", "text.format"),
+_NAMED_IN_MESSAGES = (("response_format.json_schema", "text.format"), ("response_format", "text.format"),
                       ("max_completion_tokens", "max_output_tokens"), ("reasoning_effort", "reasoning.effort"))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from server.errors import APIError, InvalidRequestError, field_path
+from server.errors import APIError, api_error_from_validation
 from server.output import StreamingOutputParser
 from server.protocol import ChatCompletionRequest
 
@@ -33,11 +33,8 @@ def chat_request(body: dict[str, Any], rename: Rename, reword: Reword) -> ChatCo
     """The chat request `body` is; what chat refuses is reported on the client's field, in its words."""
     try:
         return ChatCompletionRequest.model_validate(body)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = (err.get("ctx") or {}).get("field")
-        path = field_path(("body", *err["loc"], *(str(field).split(".") if field else ())))
-        raise InvalidRequestError(reword(err["msg"]), param=rename(path)) from None
+    except ValidationError as exc:  # worded as the chat route words it (the field first), then renamed
+        raise in_client_words(api_error_from_validation(exc.errors()), rename, reword) from None
 
 
 def in_client_words(exc: APIError, rename: Rename, reword: Reword) -> APIError:
