@@ -12,6 +12,7 @@ the body iterator; `finally` tells the engine).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -172,6 +173,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     by_choice = [0] * req.n  # completion tokens so far per choice (a chunk's running usage is its choice's, as vLLM's)
     thoughts = [_ThoughtCounter(tool_format, prompt.reasoning_open) for _ in range(req.n)]
     arguments: list[dict[int, str]] = [{} for _ in range(req.n)]  # per choice: each call's arguments so far
+    tokens_held = [_HeldTokens() for _ in range(req.n)]  # per choice: tokens whose text no chunk carried yet
 
     def chunk(index, delta, finish=None, logprobs=None, token_ids=None, stop_reason=None, **extra):
         if continuous:
@@ -191,19 +193,23 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
             deltas = parser.feed(ev.text)
             if ev.finish_reason is not None:
                 deltas += parser.finish()
-            lp = chat_logprobs(state, ev.logprobs) if req.logprobs else None
-            ids = ev.token_ids if req.return_token_ids else None
-            extras_pending = lp is not None or ids is not None
             deltas = one_call_only(req, deltas)
             thoughts[ev.index].feed(state, ev, deltas)
+            # A token whose text the parser holds back (a space that may precede a call) goes out with the
+            # chunk that carries its text, so each chunk's logprobs and token ids are of its own delta.
+            held = tokens_held[ev.index]
+            held.entries += ev.logprobs or []
+            held.ids += ev.token_ids
+            if not deltas and ev.finish_reason is None:
+                continue
+            lp = chat_logprobs(state, held.entries) if req.logprobs else None
+            ids = held.ids if req.return_token_ids else None
+            tokens_held[ev.index] = _HeldTokens()
             for d in deltas:
                 if isinstance(d, ToolCallDelta):
                     arguments[ev.index][d.index] = arguments[ev.index].get(d.index, "") + (d.arguments or "")
             for d in deltas:
                 yield chunk(ev.index, delta_dict(d), logprobs=lp, token_ids=ids)
-                lp, ids, extras_pending = None, None, False
-            if extras_pending and ev.finish_reason is None:
-                yield chunk(ev.index, {}, logprobs=lp, token_ids=ids)
                 lp, ids = None, None
             if ev.finish_reason is not None:
                 if ev.index == 0:
@@ -223,6 +229,13 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
         # Normal end: the request is already finished and this is a no-op.
         # Client gone (the iterator is cancelled): the engine frees its pages.
         state.engine.abort(stream.request_id)
+
+
+@dataclass
+class _HeldTokens:
+    """A streamed choice's tokens since its last chunk: their logprob entries and ids."""
+    entries: list = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
 
 
 class _ThoughtCounter:
