@@ -51,8 +51,8 @@ class ServeSettings(BaseSettings):
 
     max_model_len: int | None = Field(None, ge=16, description="context length per sequence (default: the model's, capped at 32768)")
     page_size: int = Field(16, ge=1, le=1024, description="tokens per KV page")
-    kv_cache_tokens: int | None = Field(None, ge=16, description="tokens of full-attention KV pool (default: what 2 GiB holds, at least one max_model_len sequence)")
-    swa_pool_tokens: int | None = Field(None, ge=16, description="tokens of sliding-window KV pool (default: the floor for max_num_seqs plus one prefill chunk, at least a quarter of the full pool)")
+    kv_cache_tokens: int | None = Field(None, ge=16, description="tokens of full-attention KV pool (default: what is left of 2 GiB after the window pool, at most 1,048,576, at least one max_model_len sequence and a page)")
+    swa_pool_tokens: int | None = Field(None, ge=16, description="tokens of sliding-window KV pool (default: the floor for max_num_seqs plus one prefill chunk and two pages, up to twice that while it fits in half of 2 GiB)")
     max_num_seqs: int = Field(16, ge=1, le=1024, description="sequences decoding at once")
     max_batched_tokens: int = Field(512, ge=16, description="tokens per engine step (chunked-prefill budget)")
     anchors: bool = Field(True, description="anchor-aware window eviction at the first tool call of a turn")
