@@ -33,8 +33,15 @@ class InstallPlan:
     win_start: int  # first position the windowed layers get (a multiple of the page)
     needs: dict[str, int]  # pages per group
     groups: list[str]  # each layer's pool group, "full" or "window"
+    least_start: int = 0  # the latest win_start a continuation at the end still reads from
     full_pages: list[int] = field(default_factory=list)  # set by reserve
     window_pages: list[int | None] = field(default_factory=list)  # None below win_start
+
+    def cut_window(self, page: int) -> None:
+        """Install the windowed layers only from `least_start` (what continuing at the end reads)."""
+        if "window" in self.needs:
+            self.win_start = self.least_start
+            self.needs["window"] = (len(self.tokens) - self.win_start) // page
 
     def positions_of(self, layer: int) -> tuple[int, int]:
         """The positions [lo, hi) of `layer` that go into the pool."""
@@ -56,15 +63,20 @@ def plan_install(header: SlotHeader, tokens: list[int], groups: list[str], page:
         if group == "full" and header.first_held_of(index):
             raise RestoreError(f"the file's layer {index} holds positions from {header.first_held_of(index)} on, "
                                "and it is a full-attention layer here, which must hold every position from 0")
-    # The window layers' KV we install: the live suffix the file holds, cut to
-    # what a continuation reads (the last window plus a page), page aligned.
-    win_start = 0
+    # The window layers' KV we install: all of the live suffix the file holds, page aligned -- the next
+    # turn may rejoin well before the end (at an anchor), as it would have on the saving server. When the
+    # pool has no room for that, `reserve` cuts it to what continuing at the end reads (the last window
+    # plus a page).
+    win_start = least_start = 0
     if "window" in groups:
         held_from = max(header.first_held_of(i) for i, g in enumerate(groups) if g == "window")
         reads_from = max(0, n - (window or n) - page)
-        win_start = max(-(-held_from // page) * page, (reads_from // page) * page)
-        if win_start >= n:
-            raise RestoreError("the file's windowed layers hold no positions inside the window this restore needs")
+        win_start = -(-held_from // page) * page
+        least_start = max(win_start, (reads_from // page) * page)
+        if least_start >= n:
+            raise RestoreError(f"the file's windowed layers hold positions from {held_from}, none inside the {n} "
+                               f"tokens a restore at this server's page size ({page}) installs: restore it into a "
+                               "server with the page size it was saved at")
         # A later prompt reuses the first m tokens (m a multiple of this page size, at most n) only with its
         # windowed layers' KV from the page holding m - window + 1 on; for m = n that must be installed, or
         # the restore would report tokens that nothing can reuse. A file saved at another page size can hold
@@ -79,13 +91,15 @@ def plan_install(header: SlotHeader, tokens: list[int], groups: list[str], page:
         needs["full"] = n // page
     if "window" in groups:
         needs["window"] = (n - win_start) // page
-    return InstallPlan(tokens[:n], win_start, needs, list(groups))
+    return InstallPlan(tokens[:n], win_start, needs, list(groups), least_start)
 
 
 def reserve(plan: InstallPlan, allocator) -> None:
     """Take the plan's pages (engine thread), or RestoreError when the pool has no room for them."""
     # Other slots' pins give way to a restore as they do to a request (oldest first, and only if that
     # makes the room); what running requests hold does not.
+    if allocator.release_holds_for(plan.needs) is None:
+        plan.cut_window(allocator.page)  # no room for all the window the file holds: only what the end reads
     if allocator.release_holds_for(plan.needs) is None:
         raise RestoreError(f"no room in the KV pool for {len(plan.tokens)} restored tokens beside what running "
                            "requests hold; raise --kv-cache-tokens (or --swa-pool-tokens) or retry when they finish")

@@ -20,9 +20,11 @@ An error found early waits for the digest (`SlotReader.refuse`), so a
 corrupt file is reported as corrupt whatever else its corruption breaks.
 
 What a slot file holds here: the slot's page-aligned token prefix; every
-full-attention layer's KV for all of it; each windowed layer's KV for its
-live suffix only (format v2's `first_held`) -- earlier window positions were
-released by slides and are never read again. No pending logits: the next
+full-attention layer's KV for all of it; each windowed layer's KV for the
+live suffix the pool still holds (format v2's `first_held`): the last window,
+and before it what the anchors kept for the next turn to rejoin at or a slide
+has not released yet -- earlier positions were released and are never read
+again. No pending logits: the next
 request recomputes the prefix's last token, as every cache hit does.
 """
 
@@ -46,6 +48,7 @@ __all__ = ["RestoreError", "save_file", "write_file", "restore_file", "check_tok
 
 
 def _live_suffix_start(window_pages: list, page: int) -> int:
+    """The first position of the longest run of live window pages ending at the path's end."""
     i = len(window_pages)
     while i > 0 and window_pages[i - 1] is not None:
         i -= 1
@@ -80,11 +83,17 @@ def save_file(path: Path, identity: SlotIdentity, runner, on_engine: Callable[[C
 
 
 def _reference_pinned(slot, allocator):
-    """(tokens, pages) of the slot's pin with references taken on the pages (engine thread), or None."""
+    """(tokens, pages) of the slot's pin with references taken on the pages (engine thread), or None.
+
+    The windowed layers' pages are every live one on the pin's path, not only the pin's last window: the
+    next turn of a conversation rejoins before its end (an agent's at the turn's first tool call, which the
+    anchors keep the window for), and reusing m tokens needs the window from m - window + 1. A file with
+    only the last window would restore a prefix no such turn can reuse, where the live server reused it."""
     if slot.hold is None or not slot.tokens:
         return None
-    allocator.reference(slot.hold)
-    return list(slot.tokens), slot.hold
+    pages = allocator.cache.path_pages(slot.tokens, whole_window=True)
+    allocator.reference(pages)
+    return list(slot.tokens), pages
 
 
 def write_file(path: Path, identity: SlotIdentity, payload: SlotPayload) -> int:

@@ -175,12 +175,16 @@ def test_a_slot_given_up_while_it_is_being_saved_is_still_saved_as_it_was(served
     assert sum(_free_pages(served).values()) == sum(served.runner.num_pages.values()), "the save let go of its pages"
 
 
-def test_a_save_writes_what_the_slots_pages_hold(served, tmp_path):
+def test_a_save_writes_what_the_pool_holds_on_the_slots_path(served, tmp_path):
+    # The pin holds the last window; the windowed layers' earlier live pages on the path go in the file too
+    # (a next turn that rejoins before the end reads them), and a restore installs them all.
     _forget(served)
     _restore(served, _saved_file(served, tmp_path), slot=0)
-    hold, n = served.table.slots[0].hold, len(served.saved.tokens)
+    n = len(served.saved.tokens)
+    path = served.engine.call(lambda e: e.scheduler.alloc.cache.path_pages(list(served.saved.tokens),
+                                                                          whole_window=True)).result()
     for layer, (saved, group) in enumerate(zip(served.saved.layers, served.runner.layer_groups)):
-        table = hold.full_pages if group == "full" else hold.window_pages
+        table = path.full_pages if group == "full" else path.window_pages
         k, v = served.runner.read_layer(layer, table, saved.first_held, n)  # a gather, not the save's views
         assert np.array_equal(k, saved.k) and np.array_equal(v, saved.v), layer
     _forget(served)

@@ -58,10 +58,12 @@ def test_a_slot_restored_in_a_fresh_process_continues_exactly_like_the_uninterru
 def test_a_windowed_slot_restored_at_a_page_size_no_continuation_can_reuse_is_refused(tiny_checkpoint, tmp_path):
     model = tiny_checkpoint("qwen3", sliding_window=32, layers=3)
     prompt = [(13 * j) % 400 + 30 for j in range(150)]
-    with serve_process(model, tmp_path) as base:  # page 16: 160 tokens saved, the window from 128
+    # Page 16: 160 tokens saved, the window from 96 (where the prompt's prefill slid it to; the pool still
+    # held the rest when the slot was saved).
+    with serve_process(model, tmp_path) as base:
         out, _ = complete(base, prompt, 20, id_slot=0)
         assert httpx.post(base + "/slots/0?action=save", json={"filename": "conv.fslot"}, timeout=60).status_code == 200
-    with serve_process(model, tmp_path, "--page-size", "12") as base:  # 156 tokens need the window from 120
+    with serve_process(model, tmp_path, "--page-size", "64") as base:  # 128 tokens need the window from 64
         r = httpx.post(base + "/slots/1?action=restore", json={"filename": "conv.fslot"}, timeout=60)
         assert r.status_code == 400 and "page size" in r.json()["error"]["message"], r.text
         assert httpx.get(base + "/slots", timeout=10).json()[1]["n_cached_tokens"] == 0
@@ -70,6 +72,27 @@ def test_a_windowed_slot_restored_at_a_page_size_no_continuation_can_reuse_is_re
         assert r.status_code == 200, r.text
         _, cached = complete(base, prompt + out + [77], 2)
         assert cached == 160, "the continuation reuses all the restored tokens"
+
+
+def test_a_windowed_slot_restored_elsewhere_is_rejoined_before_its_end_as_where_it_was_saved(tiny_checkpoint,
+                                                                                                tmp_path):
+    # The next turn rejoins 5 tokens before the saved end (a re-rendered thought does so in an agent loop):
+    # reusing 144 tokens needs the windowed layers from 113, before the last window (from 128) -- the file
+    # must hold what the saving server's pool held, and the restore must install it.
+    model = tiny_checkpoint("qwen3", sliding_window=32, layers=3)
+    prompt = [(13 * j) % 400 + 30 for j in range(150)]
+    with serve_process(model, tmp_path) as base:
+        out, _ = complete(base, prompt, 20, id_slot=0)
+        assert httpx.post(base + "/slots/0?action=save", json={"filename": "conv.fslot"}, timeout=60).status_code == 200
+        follow = (prompt + out)[:155] + [77, 78, 79]
+        reference, cached_live = complete(base, follow, 8)
+    assert cached_live == 144
+    with serve_process(model, tmp_path) as base:
+        r = httpx.post(base + "/slots/1?action=restore", json={"filename": "conv.fslot"}, timeout=60)
+        assert r.status_code == 200 and r.json()["n_restored"] == 160, r.text
+        continued, cached = complete(base, follow, 8)
+    assert cached == cached_live, "the restored slot must be rejoined where the saving server's was"
+    assert continued == reference
 
 
 def test_a_slot_from_another_checkpoint_is_refused_naming_the_fingerprint(tiny_checkpoint, tmp_path):
