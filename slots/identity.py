@@ -90,7 +90,8 @@ class IdentityMismatch(Exception):
                 f"weights or tokenizer"
             )
         else:
-            what = f"slot file has {field}={ours!r}, but the serving model has {field}={theirs!r}"
+            shown = [v.value if isinstance(v, enum.Enum) else v for v in (ours, theirs)]  # 'f32', not the enum's repr
+            what = f"slot file has {field}={shown[0]!r}, but the serving model has {field}={shown[1]!r}"
         super().__init__(f"slot belongs to another model ({field} differs): {what}")
 
 

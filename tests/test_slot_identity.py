@@ -140,3 +140,9 @@ def test_a_large_checkpoint_is_sampled_fast_and_the_sample_sees_its_weights(tmp_
     # Measured well under 0.1 s; the bound only catches reading the whole GiB.
     assert elapsed < 5.0, elapsed
     assert fingerprint != checkpoint_fingerprint(marked)
+
+
+def test_a_kv_dtype_mismatch_names_both_dtypes_as_the_flag_spells_them():
+    with pytest.raises(IdentityMismatch) as caught:
+        identity(kv_dtype="f32").compare(identity())
+    assert "kv_dtype='f32', but the serving model has kv_dtype='bf16'" in str(caught.value)
