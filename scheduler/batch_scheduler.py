@@ -94,12 +94,16 @@ class BatchScheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def abort(self, seq: Sequence) -> None:
-        """Drop a sequence wherever it is; its pages are returned at once."""
+    def abort(self, seq: Sequence, keep_computed: bool = False) -> None:
+        """Drop a sequence wherever it is; its pages are returned at once. With `keep_computed` (a client
+        that left, not a failure) what it computed goes to the prefix cache first, as at a finish: llama.cpp
+        keeps a cancelled slot's KV, and the client's next turn (or its slot's save) finds it."""
         if seq in self.running:
             self.running.remove(seq)
         elif seq in self.waiting:
             self.waiting.remove(seq)
+        if keep_computed and seq.num_computed > 0:
+            self.alloc.cache_prefix(seq, seq.num_computed)
         self.alloc.free(seq)
         seq.status = SeqStatus.FINISHED
         seq.finish_reason = seq.finish_reason or "abort"

@@ -207,7 +207,7 @@ class Engine:
     def _abort(self, request_id: str) -> None:
         for seq in self._by_request.pop(request_id, []):
             if not seq.finished:
-                self.scheduler.abort(seq)
+                self.scheduler.abort(seq, keep_computed=True)
                 self._emit_final(seq, "abort")
 
     def _fail_all(self, message: str) -> None:

@@ -81,8 +81,10 @@ class SlotTable:
         if seq.slot_id is None or seq.index != 0:
             return
         slot = self.slots[seq.slot_id]
-        if seq.finish_reason in ("stop", "length"):
-            computed = seq.all_ids[: seq.num_tokens - 1]
+        if seq.finish_reason in ("stop", "length", "abort"):
+            # A cancelled request's computed span went to the cache too (its pages are freed by now, so the
+            # pin is of the path the cache holds): the slot holds that conversation, not the one before it.
+            computed = seq.all_ids if seq.finish_reason == "abort" else seq.all_ids[: seq.num_tokens - 1]
             self.pin(slot, computed)
             slot.n_generated = len(seq.output_ids)
             slot.next_token = seq.output_ids[-1] if seq.output_ids else None
