@@ -169,6 +169,12 @@ def build_runtime(s: ServeSettings):
         anchor_line += " (no windowed layers: nothing slides, so anchors change nothing)"
     template = getattr(tokenizer, "chat_template", None)
     reasoning = detect_reasoning_format(spec.model_type, template, table)
+    if s.reasoning_budget != -1 and reasoning is not None and reasoning.kind != "markers":
+        # Refused here rather than in every request: a default the format cannot honour would make each
+        # request a 501, a -1 included (it falls back to the default).
+        raise CheckpointError(f"--reasoning-budget {s.reasoning_budget} cannot be applied to this checkpoint: its "
+                              f"{reasoning.name} reasoning format is a channel grammar, not a marker pair whose "
+                              "closer the sampler can force; serve it without --reasoning-budget")
     name = s.served_model_name or model_dir.name
     if model_dir == demo_model_dir() and not s.served_model_name:
         name = "anchorage-demo"

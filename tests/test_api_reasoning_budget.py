@@ -200,13 +200,14 @@ def test_a_budget_outside_minus_one_to_int32_max_is_a_400_naming_the_field(plain
 
 
 @pytest.mark.parametrize("value", [-2, 2**31, "5", 5.0])
-def test_a_bad_thinking_budget_is_a_400_naming_the_field_it_aliases(plain, value):
+def test_a_bad_thinking_budget_is_a_400_naming_the_field_as_the_client_sent_it(plain, value):
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "thinking_budget_tokens": value}
     r = httpx.post(plain.base_url + "/v1/chat/completions", json=body, timeout=30)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["type"] == "invalid_request_error"
-    assert err["param"] == "reasoning_budget_tokens" and "reasoning_budget_tokens" in err["message"]
+    assert err["param"] == "thinking_budget_tokens" and err["message"].startswith("thinking_budget_tokens")
+    assert "reasoning_budget_tokens" not in err["message"]
 
 
 def test_the_largest_budget_is_accepted(plain):
@@ -237,6 +238,16 @@ def test_a_harmony_checkpoint_serves_requests_without_a_budget(harmony, budget_f
             assert r.text.rstrip().endswith("data: [DONE]") and 'data: {"error"' not in r.text
         else:
             assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_a_server_budget_a_harmony_checkpoint_cannot_honour_is_refused_at_startup(tiny_checkpoint):
+    # Else every request would be a 501, a -1 included: -1 falls back to the server's budget.
+    from models.config import CheckpointError
+    from server.runtime import build_runtime
+    from server.settings import ServeSettings
+
+    with pytest.raises(CheckpointError, match=r"--reasoning-budget 64 cannot be applied .* harmony"):
+        build_runtime(ServeSettings(model=tiny_checkpoint("qwen3", template="harmony"), reasoning_budget=64))
 
 
 def test_each_of_n_sampled_choices_gets_its_own_budget(plain):

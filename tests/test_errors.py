@@ -118,9 +118,9 @@ def test_the_reasoning_budget_range_error_uses_llama_cpps_wording_over_http(clie
         json={"messages": [{"role": "user", "content": "x"}], "thinking_budget_tokens": 2**31},
     )
     error = assert_envelope(response, 400, "invalid_request_error")
-    assert error["param"] == "reasoning_budget_tokens"
+    assert error["param"] == "thinking_budget_tokens"
     assert error["message"] == (
-        "reasoning_budget_tokens must be between -1 <= value <= 2147483647, but got 2147483648"
+        "thinking_budget_tokens must be between -1 <= value <= 2147483647, but got 2147483648"
     )
 
 

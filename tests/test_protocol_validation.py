@@ -77,7 +77,7 @@ BAD_CHAT = [
     ("reasoning budget as a string", chat(reasoning_budget_tokens="5"), "reasoning_budget_tokens", "integer"),
     ("reasoning budget as a float", chat(reasoning_budget_tokens=1.5), "reasoning_budget_tokens", "integer"),
     ("reasoning budget as a bool", chat(reasoning_budget_tokens=True), "reasoning_budget_tokens", "integer"),
-    ("thinking budget alias out of range", chat(thinking_budget_tokens=-7), "reasoning_budget_tokens", "but got -7"),
+    ("thinking budget alias out of range", chat(thinking_budget_tokens=-7), "thinking_budget_tokens", "but got -7"),
     ("both budget names disagreeing", chat(reasoning_budget_tokens=5, thinking_budget_tokens=6),
      "reasoning_budget_tokens", "thinking_budget_tokens"),
     ("max_tokens 0", chat(max_tokens=0), "max_tokens", "greater than or equal to 1"),

@@ -246,6 +246,10 @@ class SamplingFields(RequestBody):
             alias = data.pop("thinking_budget_tokens")
             if alias is None:  # null: the default, as for every knob; the other name, if sent, stands
                 return data
+            try:  # checked here, under the name the client sent: past this point it has the other name
+                parse_budget(alias, "thinking_budget_tokens")
+            except InvalidReasoningBudget as exc:
+                raise field_error("thinking_budget_tokens", str(exc)) from None
             if data.get("reasoning_budget_tokens") is not None and data["reasoning_budget_tokens"] != alias:
                 raise field_error(
                     "reasoning_budget_tokens",
