@@ -33,7 +33,7 @@ Ported from seed 000 (ferrox's anchor module, itself from FreeToken's
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.pool_budget import DEFAULT_SWA_EVICTION_INTERVAL, SWA_RETAIN_GAP, align_down
 
@@ -74,16 +74,19 @@ def resolve_anchor_token(
 class AnchorState:
     """One request's anchor: the sequence length at its first tool-call opener."""
 
-    __slots__ = ("_anchor_len",)
+    __slots__ = ("_anchor_len", "_spent")
 
     def __init__(self) -> None:
         self._anchor_len: int | None = None
+        self._spent = False  # this turn's first call was seen: a later one never becomes the anchor
 
     @property
     def anchor_len(self) -> int | None:
         return self._anchor_len
 
     def clear(self) -> None:
+        """Drop the anchor (the slide's drop rule). The turn stays spent: its next turn still rejoins at or
+        before the first call, so a later call held instead would cost pool and serve nothing."""
         self._anchor_len = None
 
     def observe(
@@ -97,11 +100,12 @@ class AnchorState:
         either -- there is no continuation to rejoin. `position` is the
         sequence length *including* this token.
         """
-        if finished or self._anchor_len is not None or anchor_token is None:
+        if finished or self._spent or anchor_token is None:
             return False
         if token != anchor_token:
             return False
         self._anchor_len = position
+        self._spent = True
         return True
 
     def __repr__(self) -> str:
@@ -154,6 +158,10 @@ class SlideDecision:
     # The cursor drifted too far past the anchor to keep holding it; the
     # caller should clear its AnchorState.
     drop_anchor: bool = False
+    # Where a plain slide would have released up to: window state in
+    # [free_to, anchor_kept_to) is live only because the anchor capped the
+    # slide (0 when it did not). What `anchor_reused_tokens` is measured by.
+    anchor_kept_to: int = 0
 
     @property
     def frees_nothing(self) -> bool:
@@ -191,6 +199,7 @@ def decode_slide(
     # barely started.
     threshold = (request.position - 1) - window - page
     drop_anchor = False
+    plain = threshold
     if anchor is not None:
         cap = anchor - window - SWA_RETAIN_GAP
         if threshold - cap > window + SWA_RETAIN_GAP:
@@ -199,7 +208,11 @@ def decode_slide(
             drop_anchor = True
         else:
             threshold = min(threshold, cap)
-    return _release_span(threshold, request, page, drop_anchor)
+    decision = _release_span(threshold, request, page, drop_anchor)
+    kept_to = align_down(plain, page)
+    if threshold < plain and kept_to > decision.free_to:
+        decision = replace(decision, anchor_kept_to=kept_to)
+    return decision
 
 
 def prefill_slide(request: SlidingRequest, policy: WindowPolicy) -> SlideDecision:

@@ -82,13 +82,15 @@ def test_the_first_tool_call_of_a_turn_is_the_anchor():
     assert state.anchor_len == 101
 
 
-def test_a_cleared_anchor_can_be_set_again():
+def test_a_dropped_anchor_is_not_replaced_by_a_later_call_of_the_same_turn():
+    # The next turn rejoins at or before the first call whatever came after it: holding a later call's
+    # window would cost pool and serve no rejoin.
     state = AnchorState()
     assert state.observe(9, 9, 101, False)
     state.clear()
     assert state.anchor_len is None
-    assert state.observe(9, 9, 300, False)
-    assert state.anchor_len == 300
+    assert not state.observe(9, 9, 300, False)
+    assert state.anchor_len is None
 
 
 def test_a_terminal_token_is_not_an_anchor():
@@ -169,6 +171,16 @@ def test_an_anchor_holds_the_state_the_next_turn_will_rejoin_at():
     # The window before the anchor stays live.
     assert anchored.free_to <= anchor - WINDOW - SWA_RETAIN_GAP
     assert not anchored.drop_anchor
+
+
+def test_a_slide_the_anchor_capped_says_what_a_plain_slide_would_have_released():
+    # What anchor_reused_tokens is measured by: window state only the anchor kept live.
+    anchored = decode_slide(request(3500), 3000, policy(), 128)
+    plain = decode_slide(request(3500), None, policy(), 128)
+    assert anchored.anchor_kept_to == plain.free_to > anchored.free_to
+    assert plain.anchor_kept_to == 0
+    assert decode_slide(request(3600), 3000, policy(), 128).anchor_kept_to == 0, "a dropped anchor keeps nothing"
+    assert decode_slide(request(300), 200, policy(), 128).anchor_kept_to == 0, "nothing a plain slide would free"
 
 
 def test_an_anchor_never_makes_the_slide_more_aggressive():
