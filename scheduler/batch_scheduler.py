@@ -72,7 +72,7 @@ class SchedulerCounters:
     anchors_dropped: int = 0
     window_pages_released: int = 0
     cache_hit_tokens: int = 0
-    anchor_reused_tokens: int = 0  # prompt tokens reused through a previous turn's anchor
+    anchor_reused_tokens: int = 0  # prompt tokens of requests whose reuse read window KV only an anchor kept
     draft_tokens: int = 0  # guessed tokens fed after decodes
     draft_accepted: int = 0  # of those, the ones the samples agreed with
 
@@ -115,8 +115,8 @@ class BatchScheduler:
         elif seq in self.waiting:
             self.waiting.remove(seq)
         self.alloc.cache_prefix(seq, seq.num_computed)
-        if seq.anchor.anchor_len is not None:
-            self.alloc.cache.mark_anchor(seq.all_ids, seq.anchor.anchor_len)
+        if seq.anchor_kept_to > seq.released:  # window pages the anchor alone kept live, now cached
+            self.alloc.cache.mark_anchor_kept(seq.all_ids[:seq.num_computed], seq.released, seq.anchor_kept_to)
         self.alloc.free(seq)
         seq.status = SeqStatus.FINISHED
         seq.finish_reason = reason
@@ -284,6 +284,9 @@ class BatchScheduler:
         if slide.drop_anchor:
             seq.anchor.clear()
             self.counters.anchors_dropped += 1
+            seq.anchor_kept_to = 0  # this slide releases what the anchor held
+        else:
+            seq.anchor_kept_to = max(seq.anchor_kept_to, slide.anchor_kept_to)
         self._apply(seq, slide)
 
     def _sliding(self, seq: Sequence, position: int) -> SlidingRequest:

@@ -38,7 +38,9 @@ class Node:
     window_page: int | None
     depth: int  # pages from the root, this one included
     last_used: int = 0
-    anchor: bool = False  # a finished turn opened its first tool call in this span
+    # This span's window page was live when its turn finished only because the turn's anchor capped the
+    # slide (a plain slide had released it): reuse that reads it is reuse the anchor made.
+    anchor_kept: bool = False
     children: dict[tuple[int, ...], "Node"] = field(default_factory=dict)
 
 
@@ -49,7 +51,7 @@ class Match:
     tokens: int
     full_pages: list[int]
     window_pages: list[int | None]  # None where a tombstone or outside the window
-    through_anchor: bool = False  # the prefix reaches a previous turn's anchor
+    through_anchor: bool = False  # the prefix reads window KV that only a previous turn's anchor kept
 
 
 class PrefixCache:
@@ -101,23 +103,20 @@ class PrefixCache:
         if self.win is not None:
             first_needed = max(0, k * self.page - self.window + 1) // self.page if k else 0
             window = [n.window_page if i >= first_needed else None for i, n in enumerate(path[:k])]
-        # Reaching the span that holds an opener counts even when that span is
-        # not matched: the next turn diverges right after the opener, inside it.
-        reached = k > 0 and (any(n.anchor for n in path[:k]) or any(c.anchor for c in path[k - 1].children.values()))
-        return Match(k * self.page, full, window, reached)
+        # Reuse an anchor made: the window this prefix reads holds a page only the anchor kept live.
+        through = any(path[i].anchor_kept for i in range(first_needed, k)) if self.win is not None and k else False
+        return Match(k * self.page, full, window, through)
 
-    def mark_anchor(self, tokens: list[int], anchor_len: int) -> bool:
-        """Remember that a turn's anchor (sequence length at its tool-call opener) lies in `tokens`' path.
-
-        The node whose span holds the opener is marked; a later match through
-        it is counted as reuse at an anchor. False when that span is not cached.
-        """
-        index = (anchor_len - 1) // self.page
-        path = self._walk(tokens, index + 1)
-        if len(path) <= index:
-            return False
-        path[index].anchor = True
-        return True
+    def mark_anchor_kept(self, tokens: list[int], start: int, end: int) -> int:
+        """Mark the cached spans of `tokens`' path in positions [start, end) whose window pages a turn's anchor
+        kept (a plain slide had released them); returns how many were marked."""
+        path = self._walk(tokens, end // self.page)
+        marked = 0
+        for node in path[start // self.page:]:
+            if node.window_page is not None:
+                node.anchor_kept = True
+                marked += 1
+        return marked
 
     def path_pages(self, tokens: list[int], whole_window: bool = False) -> Match:
         """The cached pages of the whole path of `tokens`.

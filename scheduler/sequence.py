@@ -47,6 +47,9 @@ class Sequence:
     num_cached_prompt: int = -1  # prompt tokens served from the cache at first admission
     decode_steps: int = 0
     anchor: AnchorState = field(default_factory=AnchorState)
+    # Window positions below this a plain slide would have released; those from `released` on are live
+    # only because the anchor capped the slide (0: none). Marked in the cache when the turn finishes.
+    anchor_kept_to: int = 0
     finish_reason: str | None = None
     arrival: float = field(default_factory=time.monotonic)
     first_token_time: float | None = None

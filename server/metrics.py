@@ -36,7 +36,8 @@ class EngineCollector:
                        engine.scheduler.alloc.holds_released)
         yield _counter("anchors_set_total", "Tool-call anchors set", s.anchors_set)
         yield _counter("anchors_dropped_total", "Anchors dropped after the cursor drifted", s.anchors_dropped)
-        yield _counter("anchor_reused_tokens_total", "Prompt tokens reused at or beyond a previous turn's anchor",
+        yield _counter("anchor_reused_tokens_total",
+                       "Prompt tokens of requests whose reuse read window KV that only a previous turn's anchor kept live",
                        s.anchor_reused_tokens)
         yield _counter("window_pages_released_total", "Window-group pages released by slides", s.window_pages_released)
         yield _counter("draft_tokens_total", "Prompt-lookup draft tokens fed after decodes (--ngram-draft-tokens)",

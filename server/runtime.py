@@ -165,6 +165,8 @@ def build_runtime(s: ServeSettings):
     encode = lambda t: tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
     anchor = resolve_anchor_token(opener, encode)
     anchor_line = anchor_description(spec.model_type, family, anchor)
+    if not s.anchors and anchor is not None:  # the token is known, and the operator turned anchors off
+        anchor_line = f"anchors: off (--no-anchors) -- token {anchor} would open a tool call"
     if not spec.windowed_layers:
         anchor_line += " (no windowed layers: nothing slides, so anchors change nothing)"
     template = getattr(tokenizer, "chat_template", None)

@@ -82,6 +82,24 @@ def windowed(tiny_checkpoint):
     return tiny_checkpoint("qwen3", sliding_window=WINDOW, layers=3)
 
 
+def test_a_repeated_prompt_is_no_reuse_an_anchor_made(windowed):
+    # Its own prompt's window pages were cached when its prefill finished: no anchor kept them.
+    info, engine, _ = make_engine(windowed, anchors=True)
+    try:
+        prompt = [(11 * j) % 300 + 40 for j in range(40)]
+        turn(engine, "a", prompt, 40, ScriptedSampler({tuple(prompt): [info.anchor_token] * 40}))
+        _, stats = turn(engine, "b", prompt, 4)
+        assert stats.cached_tokens >= 32 and engine.scheduler.counters.anchor_reused_tokens == 0
+    finally:
+        engine.shutdown()
+
+
+def test_with_anchors_off_the_startup_line_says_so(windowed):
+    info, engine, _ = make_engine(windowed, anchors=False)
+    engine.shutdown()
+    assert info.anchor_line.startswith("anchors: off (--no-anchors)") and info.anchor_token is not None
+
+
 def test_the_next_turn_rejoins_at_the_anchor_only_with_anchors_on(windowed):
     anchor, cached_on, out_on, prompt2 = two_turns(windowed, anchors=True)
     _, cached_off, out_off, _ = two_turns(windowed, anchors=False)
