@@ -30,7 +30,7 @@ def test_the_shipped_server_config_parses_and_flags_override_it():
 def test_serving_the_demo_model_takes_the_demo_defaults_and_flags_still_win():
     settings = parse_serve_args(["--port", "9002"])
     assert settings.model is None and settings.served_model_name == "anchorage-demo"
-    assert settings.swa_eviction_interval == 8 and settings.port == 9002
+    assert (settings.swa_eviction_interval, settings.page_size, settings.port) == (2, 4, 9002)
     assert parse_serve_args(["--swa-eviction-interval", "32"]).swa_eviction_interval == 32
 
 
