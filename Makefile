@@ -31,7 +31,7 @@ serve: $(STAMP)
 
 # Retrain the built-in demo model (deterministic from its seed, ~15-20 min on 2 cores).
 demo-model: $(STAMP)
-	$(PY) -m models.demo.train --out models/demo/checkpoint
+	$(PY) -m models.demo.train --out models/demo/checkpoint --seed 1
 
 # `make bench`: anchorage against its peers (transformers serve, llama.cpp's server,
 # llama-cpp-python's server, transformers generate), side by side in one run; writes

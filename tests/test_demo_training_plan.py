@@ -9,9 +9,12 @@ from transformers import Qwen3ForCausalLM
 
 from models.demo import train
 
+# The drill's schedule alone: openings batches (on by default) are test_demo_openings.py's.
+DRILL_ONLY = {**train.DEFAULTS, "opening_every": 0}
+
 
 def test_the_agent_phase_trains_one_more_drill_batch_after_every_eighth_agent_step():
-    cfg = {**train.DEFAULTS, "drill_every": 8}
+    cfg = {**DRILL_ONLY, "drill_every": 8}
     plan = train._agent_plan(cfg, drill_from=300, steps=20)
     assert [p for p in plan if p[0] == "agent"] == [("agent", i) for i in range(20)]
     # Drill batches continue where the drill phase stopped, one after agent steps 7 and 15.
@@ -19,17 +22,17 @@ def test_the_agent_phase_trains_one_more_drill_batch_after_every_eighth_agent_st
 
 
 def test_the_schedule_never_ends_on_a_drill_step_so_the_last_agent_step_is_the_one_checked():
-    plan = train._agent_plan({**train.DEFAULTS, "drill_every": 8}, drill_from=0, steps=16)
+    plan = train._agent_plan({**DRILL_ONLY, "drill_every": 8}, drill_from=0, steps=16)
     assert plan[-1] == ("agent", 15) and plan.count(("redrill", 0)) == 1
 
 
 def test_drill_every_zero_means_no_drill_steps_among_the_agent_steps():
-    plan = train._agent_plan({**train.DEFAULTS, "drill_every": 0}, drill_from=0, steps=30)
+    plan = train._agent_plan({**DRILL_ONLY, "drill_every": 0}, drill_from=0, steps=30)
     assert plan == [("agent", i) for i in range(30)]
 
 
 def test_a_later_click_of_the_drill_leaves_fewer_agent_steps_at_the_drill_steps_cost():
-    cfg = {**train.DEFAULTS, "budget": 2100, "drill_cost": 0.5}
+    cfg = {**DRILL_ONLY, "budget": 2100, "drill_cost": 0.5}
     early, late = train.agent_steps(cfg, 1000), train.agent_steps(cfg, 1400)
     assert (early, late) == (1600, 1400)
     # The run's cost in agent steps is the budget either way.
@@ -37,7 +40,7 @@ def test_a_later_click_of_the_drill_leaves_fewer_agent_steps_at_the_drill_steps_
 
 
 def test_a_drill_that_eats_the_whole_budget_still_leaves_one_agent_step():
-    assert train.agent_steps({**train.DEFAULTS, "budget": 100, "drill_cost": 0.5}, 1800) == 1
+    assert train.agent_steps({**DRILL_ONLY, "budget": 100, "drill_cost": 0.5}, 1800) == 1
 
 
 def test_a_tokenizer_change_leaves_the_layers_initial_weights_as_they_were():

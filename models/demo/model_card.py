@@ -83,10 +83,30 @@ def _redrill(tr: dict) -> str:
             f"({tr['redrill_steps_run']} in all)")
 
 
+def _idle(tr: dict) -> str:
+    idle = tr.get("idle_estimate_train_seconds")
+    return f"; from its CPU time, about {idle / 60:.1f} min of training on an idle machine" if idle else ""
+
+
+def _openings(tr: dict) -> str:
+    cfg = tr["config"]
+    if not tr.get("opening_steps_run"):
+        return ""
+    return (f", and after every {cfg['opening_every']} agent steps a batch of {cfg['opening_rows']} thought openings "
+            f"(a request and its first thought's first two sentences, trained on those alone: where the held-out "
+            f"misses were made; `openings.py`), {tr['opening_steps_run']} in all, each counted "
+            f"{cfg['opening_cost']} agent steps of the budget")
+
+
+def _selection(tr: dict) -> str:
+    return f"\n\n{tr['selection']}" if tr.get("selection") else ""
+
+
 def _budget(cfg: dict) -> str:
     if "budget" not in cfg:
         return ""
-    return (f" (what is left of a budget of {cfg['budget']} agent steps once the drill, each of its steps "
+    openings = " and the openings below" if cfg.get("opening_every") else ""
+    return (f" (what is left of a budget of {cfg['budget']} agent steps once the drill{openings}, each of its steps "
             f"counting {cfg['drill_cost']} of one, has run)")
 
 
@@ -150,7 +170,7 @@ sudden change after a thousand or more dense copy steps. First a copy drill:
 numbers, until its loss fell under {cfg.get('drill_loss')}. Then {_agent_steps(tr)} steps{_budget(cfg)} of {cfg.get('rows')} of
 {tr.get('conversations')} synthetic agent conversations (seeded, `models/demo/corpus.py`; half of the requests
 composed from parts, `corpus_composed.py`, so that no list of phrasings can be learnt by heart; most name
-made-up cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}. Loss on
+made-up cities and some made-up units, so that calls copy names rather than recall them){_redrill(tr)}{_openings(tr)}. Loss on
 assistant tokens only, AdamW (lr {cfg.get('lr')}, warmup {cfg.get('warmup')}, flat through the drill,
 then cosine), fp32 on {cfg.get('threads')} CPU threads{_ranks(cfg)} with deterministic algorithms. The saved weights
 are an exponential average (decay {cfg.get('ema')}) over the agent steps after the first
@@ -158,7 +178,7 @@ are an exponential average (decay {cfg.get('ema')}) over the agent steps after t
 Final training loss {tr.get('final_loss', 0):.4f}. Wall time {tr.get('wall_seconds', 0) / 60:.1f} min
 ({tr.get('data_seconds')} s data and tokenizer, {tr.get('train_seconds')} s training,
 {tr.get('seconds_per_step')} s/step; load average {tr.get('load_average_at_end', 0):.1f} at the end, on a
-machine shared with other work).{early}
+machine shared with other work{_idle(tr)}).{early}{_selection(tr)}
 
 ## Evaluation through the HTTP API
 
