@@ -129,19 +129,24 @@ def test_aborting_mid_prefill_and_mid_decode_returns_every_page(qwen3):
         engine.shutdown()
 
 
+def _ended_after_30_tokens(engine, rid, prompt, end) -> tuple[list[int], str]:
+    """Stream a long request and call `end()` once 30 tokens are out; (tokens received, finish reason)."""
+    stream = engine.submit(EngineRequest(rid, prompt, SamplingParams(max_tokens=500, temperature=0, ignore_eos=True)))
+    got: list[int] = []
+    for ev in stream:
+        got += ev.token_ids
+        if len(got) >= 30 and ev.finish_reason is None:
+            end()
+    return got, ev.finish_reason
+
+
 def test_what_a_cancelled_request_computed_is_cached_for_the_clients_next_turn(qwen3):
     engine = make_engine(qwen3)
     engine.runner = SlowRunner(engine.runner, 0.02)
     try:
         prompt = [(29 * j) % 500 + 20 for j in range(40)]
-        stream = engine.submit(EngineRequest("gone", prompt, SamplingParams(max_tokens=500, temperature=0,
-                                                                             ignore_eos=True)))
-        got: list[int] = []
-        for ev in stream:
-            got += ev.token_ids
-            if len(got) >= 30 and ev.finish_reason is None:
-                engine.abort("gone")  # the client hung up after 30 tokens
-        assert ev.finish_reason == "abort" and len(got) < 500
+        got, reason = _ended_after_30_tokens(engine, "gone", prompt, lambda: engine.abort("gone"))  # client hung up
+        assert reason == "abort" and len(got) < 500
         assert owned(engine) == 0, "the cache holds the cancelled KV; the request itself keeps no page"
         _, last = run(engine, "again", prompt + got + [5, 6], max_tokens=2, temperature=0)
         # 40 prompt tokens and at least 30 generated were computed: 64 of them are whole pages.
@@ -155,14 +160,11 @@ def test_a_failed_request_caches_nothing_beyond_its_prompt(qwen3):
     engine = make_engine(qwen3)
     try:
         prompt = [(37 * j) % 500 + 20 for j in range(20)]
-        stream = engine.submit(EngineRequest("bad", prompt, SamplingParams(max_tokens=500, temperature=0,
-                                                                            ignore_eos=True)))
-        got: list[int] = []
-        for ev in stream:
-            got += ev.token_ids
-            if len(got) >= 30 and ev.finish_reason is None:
-                engine.call(lambda e: [e._fail(seq, "injected") for seq in e._by_request.get("bad", [])]).result(10)
-        assert ev.finish_reason == "error"
+        def fail():
+            engine.call(lambda e: [e._fail(seq, "injected") for seq in e._by_request.get("bad", [])]).result(10)
+
+        got, reason = _ended_after_30_tokens(engine, "bad", prompt, fail)
+        assert reason == "error"
         _, last = run(engine, "again", prompt + got + [5, 6], max_tokens=2, temperature=0)
         assert last.stats.cached_tokens == 16, "only the prompt's whole page, cached after its prefill"
     finally:
