@@ -115,8 +115,11 @@ class BatchScheduler:
         elif seq in self.waiting:
             self.waiting.remove(seq)
         self.alloc.cache_prefix(seq, seq.num_computed)
-        if seq.anchor_kept_to > seq.released:  # window pages the anchor alone kept live, now cached
-            self.alloc.cache.mark_anchor_kept(seq.all_ids[:seq.num_computed], seq.released, seq.anchor_kept_to)
+        # Window pages the anchor alone kept live, now cached: from where the slide stopped, and never the
+        # cache-owned prompt below the locked prefix (live whatever the slide did).
+        kept_from = max(seq.released, seq.locked_prefix)
+        if seq.anchor_kept_to > kept_from:
+            self.alloc.cache.mark_anchor_kept(seq.all_ids[:seq.num_computed], kept_from, seq.anchor_kept_to)
         self.alloc.free(seq)
         seq.status = SeqStatus.FINISHED
         seq.finish_reason = reason

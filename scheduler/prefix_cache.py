@@ -166,6 +166,7 @@ class PrefixCache:
             elif child.window_page is None and wp is not None:
                 self.win.cache_hold(wp)
                 child.window_page = wp
+                child.anchor_kept = False
             child.last_used = now
             node = child
         return created
@@ -221,6 +222,7 @@ class PrefixCache:
         for n in candidates[:pages_wanted]:
             self.win.cache_release(n.window_page)
             n.window_page = None
+            n.anchor_kept = False  # the flag is about this page; a page that fills the span again is not it
             freed += 1
         if self.full is None:
             self._prune_empty_leaves()

@@ -82,14 +82,21 @@ def windowed(tiny_checkpoint):
     return tiny_checkpoint("qwen3", sliding_window=WINDOW, layers=3)
 
 
-def test_a_repeated_prompt_is_no_reuse_an_anchor_made(windowed):
-    # Its own prompt's window pages were cached when its prefill finished: no anchor kept them.
+def test_a_repeated_prompt_is_no_reuse_an_anchor_made_though_the_anchor_held_its_turns_window(windowed):
+    # The prompt's own window pages were cached when its prefill finished: no anchor kept them. The turn
+    # calls a tool 50 tokens in and goes on for 30, so the anchor does cap slides (and marks what it kept).
     info, engine, _ = make_engine(windowed, anchors=True)
     try:
-        prompt = [(11 * j) % 300 + 40 for j in range(40)]
-        turn(engine, "a", prompt, 40, ScriptedSampler({tuple(prompt): [info.anchor_token] * 40}))
+        prompt = [(11 * j) % 300 + 40 for j in range(100)]
+        filler = [(7 * j) % 300 + 40 for j in range(49)]
+        script = filler + [info.anchor_token] + [(5 * j) % 300 + 40 for j in range(30)]
+        turn(engine, "a", prompt, len(script), ScriptedSampler({tuple(prompt): script}))
+        assert engine.scheduler.counters.anchors_set == 1
         _, stats = turn(engine, "b", prompt, 4)
-        assert stats.cached_tokens >= 32 and engine.scheduler.counters.anchor_reused_tokens == 0
+        assert stats.cached_tokens == 96 and engine.scheduler.counters.anchor_reused_tokens == 0
+        # The next turn, rejoining just after the call, is reuse the anchor made.
+        _, stats = turn(engine, "c", prompt + filler + [info.anchor_token] + [1, 2, 3], 4)
+        assert engine.scheduler.counters.anchor_reused_tokens == stats.cached_tokens > 96
     finally:
         engine.shutdown()
 

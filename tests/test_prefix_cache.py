@@ -294,3 +294,14 @@ def test_a_window_only_model_caches_window_pages_and_tombstones_without_full_pag
     assert cache.num_nodes == 0 and pool.group("window").num_free == 16
     assert cache.match(toks(24), 24).tokens == 0
     check_bookkeeping(pool, cache, [])
+
+
+def test_an_anchor_mark_goes_with_its_window_page_and_not_to_the_page_that_refills_the_span():
+    pool, cache = make(full=32, window_pages=32, window=W)
+    tokens = toks(16)
+    cache_computed(pool, cache, tokens)
+    assert cache.mark_anchor_kept(tokens, 8, 16) == 2  # pages 2 and 3 were live only by an anchor
+    assert cache.match(tokens, 16).through_anchor
+    assert cache.evict_windows(32) == 4  # every window page tombstoned, the marks with them
+    cache_computed(pool, cache, tokens)  # a plain computation fills the spans again
+    assert not cache.match(tokens, 16).through_anchor
