@@ -98,8 +98,10 @@ def reserve(plan: InstallPlan, allocator) -> None:
     """Take the plan's pages (engine thread), or RestoreError when the pool has no room for them."""
     # Other slots' pins give way to a restore as they do to a request (oldest first, and only if that
     # makes the room); what running requests hold does not.
-    if allocator.release_holds_for(plan.needs) is None:
-        plan.cut_window(allocator.page)  # no room for all the window the file holds: only what the end reads
+    if not allocator.can_allocate(plan.needs):
+        # The window before the last one is worth installing, never worth another slot's pin: short of free
+        # (or evictable) room for all of it, only what continuing at the end reads.
+        plan.cut_window(allocator.page)
     if allocator.release_holds_for(plan.needs) is None:
         raise RestoreError(f"no room in the KV pool for {len(plan.tokens)} restored tokens beside what running "
                            "requests hold; raise --kv-cache-tokens (or --swa-pool-tokens) or retry when they finish")

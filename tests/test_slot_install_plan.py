@@ -29,15 +29,26 @@ class Header:
 
 
 class Allocator:
-    """Room for `window_room` window pages and any full pages; pins never give way."""
+    """`window_room` free window pages and `pinned` more that other slots' pins could give up; any full pages."""
     page = PAGE
 
-    def __init__(self, window_room: int):
-        self.window_room = window_room
+    def __init__(self, window_room: int, pinned: int = 0):
+        self.window_room, self.pinned = window_room, pinned
         self.taken: dict[str, int] = {}
+        self.pins_released = 0
+
+    def can_allocate(self, needs: dict[str, int]) -> bool:
+        return needs.get("window", 0) <= self.window_room
 
     def release_holds_for(self, needs: dict[str, int]) -> int | None:
-        return 0 if needs.get("window", 0) <= self.window_room else None
+        want = needs.get("window", 0)
+        if want <= self.window_room:
+            return 0
+        if want > self.window_room + self.pinned:
+            return None
+        self.pins_released += 1
+        self.window_room += self.pinned
+        return 1
 
     def allocate_pages(self, group: str, count: int) -> list[int]:
         self.taken[group] = count
@@ -56,6 +67,13 @@ def test_short_of_room_a_restore_keeps_the_window_the_end_reads():
     allocator = Allocator(window_room=3)
     reserve(plan, allocator)
     assert plan.win_start == 112 and allocator.taken["window"] == 3  # from 160 - 32 - 16, page aligned
+
+
+def test_a_restore_gives_up_the_older_window_rather_than_another_slots_pin():
+    plan = plan_install(Header(160, window_from=96), list(range(170)), GROUPS, PAGE, WINDOW)
+    allocator = Allocator(window_room=3, pinned=2)
+    reserve(plan, allocator)
+    assert plan.win_start == 112 and allocator.pins_released == 0
 
 
 def test_a_pool_without_room_even_for_the_ends_window_refuses():
