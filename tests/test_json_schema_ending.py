@@ -94,3 +94,12 @@ def test_an_id_inside_example_data_names_no_resource():
     schema = {"examples": [{"$id": "urn:e", "$ref": "urn:e"}], "type": "object",
               "properties": {"a": {"$ref": "urn:e"}}, "required": ["a"]}
     assert never_ending_part(schema) is None  # urn:e is no schema of this document: the engine's to report
+
+
+def test_a_property_named_like_a_data_keyword_is_still_a_schema_with_its_own_id_and_anchors():
+    # `default` here is a property: its $id gives its refs their base, so "#/$defs/A" is its own string.
+    inner = {"$id": "urn:inner", "$defs": {"A": {"type": "string"}}, "$ref": "#/$defs/A"}
+    schema = {"type": "object", "properties": {"default": inner}, "$defs": {"A": {"$ref": "#/$defs/A"}}}
+    assert never_ending_part(schema) is None
+    looping = {"type": "object", "properties": {"enum": {"$anchor": "me", "$ref": "#me"}}}
+    assert never_ending_part(looping) is not None

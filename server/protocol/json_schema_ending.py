@@ -34,6 +34,8 @@ _MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAPS = ("properties", "patternProperties")
 # Keywords whose values are JSON data, not subschemas: an "$id" inside an example names no resource.
 _DATA = frozenset({"enum", "const", "examples", "default"})
+# Keywords whose value maps names to subschemas: a property may be named "default" or "$id" and is a schema.
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -203,7 +205,11 @@ class _References:
             if isinstance(anchor, str):
                 self._anchors.setdefault((base, anchor), node)
             self._base[id(node)] = base
-            stack.extend((value, base) for key, value in node.items() if key not in _DATA)
+            for key, value in node.items():
+                if key in _SCHEMA_MAPS and isinstance(value, dict):
+                    stack.extend((sub, base) for sub in value.values())
+                elif key not in _DATA:
+                    stack.append((value, base))
 
     def target(self, node: dict) -> Any:
         """The subschema (or boolean) `node`'s `$ref` points at inside the document, or None when it has
