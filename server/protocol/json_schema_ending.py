@@ -35,7 +35,7 @@ _MAPS = ("properties", "patternProperties")
 # Keywords whose values are JSON data, not subschemas: an "$id" inside an example names no resource.
 _DATA = frozenset({"enum", "const", "examples", "default"})
 # Keywords whose value maps names to subschemas: a property may be named "default" or "$id" and is a schema.
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_MAPS = frozenset(_MAPS) | {"$defs", "definitions", "dependentSchemas"}
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
