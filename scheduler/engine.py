@@ -178,7 +178,12 @@ class Engine:
     def _drain_commands(self) -> None:
         for kind, a, b in self._queued_commands():
             if kind == "submit":
-                self._add(a, b)
+                try:
+                    self._add(a, b)
+                except Exception:  # e.g. a processor that fails to build: it ends this request, not the engine
+                    self.counters.step_errors += 1
+                    log.error("taking in request %s failed:\n%s", a.request_id, traceback.format_exc())
+                    self._refuse(a, b, "internal error while taking in the request; see server log")
             elif kind == "abort":
                 self._abort(a)
             elif kind == "call":
@@ -189,7 +194,8 @@ class Engine:
                         b.set_exception(exc)
 
     def _add(self, req: EngineRequest, stream: RequestStream) -> None:
-        seqs, leader = [], None
+        # Every choice is built before any is registered: a failure half-way leaves nothing on the books.
+        lives, leader = [], None
         for i in range(req.params.n):
             seq = Sequence(next(self._seq_ids), req.request_id, i, list(req.prompt_ids), req.params,
                            leader=leader, slot_id=req.slot_id)
@@ -198,11 +204,19 @@ class Engine:
             stops = StopMatcher(req.params.stop)
             hidden = self.hidden_ids if req.params.skip_special_tokens else frozenset()
             detok = IncrementalDetokenizer(self.tokenizer, seq.prompt_ids, hidden)
-            self._live[seq.seq_id] = _Live(seq, stream, detok, stops, state)
-            self.scheduler.add(seq)
-            seqs.append(seq)
-        self._by_request[req.request_id] = seqs
+            lives.append(_Live(seq, stream, detok, stops, state))
+        for live in lives:
+            self._live[live.seq.seq_id] = live
+            self.scheduler.add(live.seq)
+        self._by_request[req.request_id] = [live.seq for live in lives]
         self.counters.prompt_tokens += len(req.prompt_ids)
+
+    @staticmethod
+    def _refuse(req: EngineRequest, stream: RequestStream, message: str) -> None:
+        """End a request `_add` could not take in (nothing of it is on the books): an error for each choice."""
+        nothing = ChoiceStats(len(req.prompt_ids), 0, 0, 0.0, 0.0, 0)
+        for i in range(req.params.n):
+            stream.put(StreamEvent(i, finish_reason="error", stats=nothing, error=message))
 
     def _abort(self, request_id: str) -> None:
         for seq in self._by_request.pop(request_id, []):
@@ -333,14 +347,12 @@ class Engine:
         terminal = (token in self.eos_ids and not p.ignore_eos) or token in p.stop_token_ids
         reason = "stop" if terminal else None
         text = ""
+        # min_tokens: no stop string ends in these tokens (vLLM's rule); one that begins in them may end after.
+        matching = len(seq.output_ids) > p.min_tokens
         if not terminal:
-            piece = live.detok.add(token)
-            if len(seq.output_ids) <= p.min_tokens:  # min_tokens: no stop string ends these (vLLM's rule)
-                text = piece
-            else:
-                text, hit = live.stops.feed(piece)
-                if hit:
-                    reason = "stop"
+            text, hit = live.stops.feed(live.detok.add(token), match=matching)
+            if hit:
+                reason = "stop"
         if reason is None and (len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.max_model_len):
             reason = "length"
         self.scheduler.on_sampled(seq, token, reason is not None)
@@ -349,7 +361,7 @@ class Engine:
                                         cached_tokens=self._cached_once(seq)))
             return
         if reason == "length" or (reason == "stop" and terminal):
-            text += live.stops.feed(live.detok.flush())[0] + live.stops.flush()
+            text += live.stops.feed(live.detok.flush(), match=matching)[0] + live.stops.flush()
         self._finish(seq, reason, lp, text=text, token=token, stop_token=token if terminal else None)
 
     @staticmethod

@@ -83,25 +83,36 @@ def swa_pool_shortfall(
     page: int,
     interval: int = DEFAULT_SWA_EVICTION_INTERVAL,
     anchors: bool = True,
+    chunk: int = 0,
 ) -> str | None:
     """Why a configured window pool is too small, or None when it is enough.
 
-    The message is meant for a startup error as is: it gives the floor,
-    how it was computed, and the two flags that fix it.
+    Besides the running requests' floor, the pool must take one prefill
+    chunk of `chunk` tokens (`--max-batched-tokens`) and two partial pages
+    on top: a prompt's chunk needs window pages for all of its tokens before
+    the prefill slide releases them, and with the pool at the bare floor and
+    nothing running to free pages, a long prompt's first chunk would wait
+    for room forever. The message is meant for a startup error as is: it
+    gives the floor, how it was computed, and the two flags that fix it.
     """
     per_request = swa_tokens_per_request(window, page, interval, anchors)
-    floor = max_num_seqs * per_request
+    prefill = chunk + 2 * page if chunk else 0
+    floor = max_num_seqs * per_request + prefill
     if pool_tokens >= floor:
         return None
-    fits = pool_tokens // per_request
+    fits = (pool_tokens - prefill) // per_request
+    chunk_room = pool_tokens - max_num_seqs * per_request - 2 * page  # the largest chunk that would fit
     if fits >= 1:
         alternative = f", or lower {SEQS_FLAG} to at most {fits}"
+    elif chunk and chunk_room >= 1:
+        alternative = f", or lower --max-batched-tokens to at most {chunk_room}"
     else:
         alternative = f"; it does not hold even one request, so lowering {SEQS_FLAG} cannot help"
+    chunk_part = f" + one prefill chunk of {chunk} (--max-batched-tokens) and two pages" if chunk else ""
     return (
         f"the sliding-window KV pool holds {pool_tokens} tokens, below the floor of {floor} "
         f"({SEQS_FLAG} {max_num_seqs} x {per_request} tokens per request for window {window}, "
-        f"page {page}, eviction interval {interval}, anchors {'on' if anchors else 'off'}); "
-        f"below it concurrent requests deadlock waiting for window pages. "
+        f"page {page}, eviction interval {interval}, anchors {'on' if anchors else 'off'}{chunk_part}); "
+        f"below it requests deadlock waiting for window pages. "
         f"Raise {POOL_FLAG} to at least {floor}{alternative}."
     )

@@ -16,12 +16,14 @@ class StopMatcher:
         self.pending = ""
         self.matched: str | None = None  # the stop string that ended the text (the earliest in it), once one has
 
-    def feed(self, text: str) -> tuple[str, bool]:
-        """Returns (text safe to emit now, whether a stop string was hit)."""
+    def feed(self, text: str, match: bool = True) -> tuple[str, bool]:
+        """Returns (text safe to emit now, whether a stop string was hit). With `match` false (the tokens
+        under min_tokens) no stop string ends here, but the text that may begin one is still held back, so
+        a stop string that begins in those tokens and ends after them is found (vLLM's look-back)."""
         if not self.stops:
             return text, False
         self.pending += text
-        hits = [(i, s) for s, i in ((s, self.pending.find(s)) for s in self.stops) if i >= 0]
+        hits = [(i, s) for s, i in ((s, self.pending.find(s)) for s in self.stops) if i >= 0] if match else []
         if hits:
             cut, self.matched = min(hits, key=lambda hit: hit[0])
             out, self.pending = self.pending[:cut], ""

@@ -238,6 +238,21 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
     return TurnCalls(call_blocks(offered, vocabulary, single), required, single)
 
 
+def _logit_bias(req, state) -> dict[int, float]:
+    """The client's `logit_bias`, and under `tool_choice: "none"` with tools the family's call opener banned
+    (when it is one token): OpenAI's "none" promises a turn without calls, and a model trained to call
+    writes one unasked -- the template was not even shown the tools -- which would come back as raw
+    markup in the content. The ban wins over a client's bias for that token."""
+    bias = dict(req.logit_bias or {})
+    family = state.info.family
+    if getattr(req, "tool_choice", None) == "none" and getattr(req, "tools", None) and family is not None \
+            and family.tool_call_opener:
+        ids = state.tokenizer.encode(family.tool_call_opener, add_special_tokens=False)
+        if len(ids) == 1:
+            bias[ids[0]] = float("-inf")
+    return bias
+
+
 def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, logprobs: int | None,
                        reasoning_open: bool = False, field: str | None = None,
                        prompt_logprobs: int | None = None) -> SamplingParams:
@@ -284,7 +299,7 @@ def to_sampling_params(req, state, prompt_text: str, prompt_ids: list[int], *, l
         stop_token_ids=tuple(req.stop_token_ids or ()),
         ignore_eos=req.ignore_eos,
         skip_special_tokens=req.skip_special_tokens,
-        logit_bias=tuple(sorted((req.logit_bias or {}).items())),
+        logit_bias=tuple(sorted(_logit_bias(req, state).items())),
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,
         n=req.n,

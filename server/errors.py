@@ -96,8 +96,14 @@ class APIError(Exception):
 
     def response(self, path: str = "") -> JSONResponse:
         """The error answered on `path`: Anthropic-shaped on the Messages API's routes, else OpenAI's."""
-        body = self.anthropic_body() if is_anthropic_path(path) else self.body()
-        return JSONResponse(body, status_code=self.status, headers=self.headers or None)
+        anthropic = is_anthropic_path(path)
+        body = self.anthropic_body() if anthropic else self.body()
+        status = self.status
+        if anthropic and self.type == "not_supported_error":
+            # Anthropic's API has no 501: a request for what the server cannot do is its 400, and the
+            # Anthropic SDK retries every 5xx as a server fault.
+            status = 400
+        return JSONResponse(body, status_code=status, headers=self.headers or None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.status}, {self.message!r}, param={self.param!r})"

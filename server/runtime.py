@@ -86,7 +86,7 @@ def _pool_sizes(s: ServeSettings, spec: ModelSpec, max_len: int, bytes_per_token
         floor = swa_pool_floor(s.max_num_seqs, window, page, s.swa_eviction_interval, s.anchors)
         if s.swa_pool_tokens is not None:
             short = swa_pool_shortfall(s.swa_pool_tokens, s.max_num_seqs, window, page, s.swa_eviction_interval,
-                                       s.anchors)
+                                       s.anchors, chunk=s.max_batched_tokens)
             if short:
                 raise CheckpointError(short)
             tokens = s.swa_pool_tokens

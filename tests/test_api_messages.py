@@ -400,3 +400,21 @@ def test_a_text_document_reaches_the_prompt_with_its_title_and_context_in_a_user
     assert client.messages.count_tokens(model=model, messages=[*ASK, call, result], tools=TOOLS).input_tokens > \
         client.messages.count_tokens(model=model, messages=[*ASK, call, {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}]}], tools=TOOLS).input_tokens
+
+
+def test_a_cut_calls_number_past_float_range_is_left_out_of_its_input_rather_than_failing_the_response():
+    from server.output.messages_events import call_input
+
+    # A call the readers cut at 1e400 (json_stream refuses numbers past float range): its input is what
+    # came before, and the response can still be written as JSON.
+    value = call_input('{"x": "a", "a": 1e400, "b": [1, -1e400], "c": {"d": 2e999')
+    assert value == {"x": "a", "b": [1], "c": {}}
+    json.dumps(value, allow_nan=False)
+
+
+def test_a_plain_word_field_renamed_for_the_client_keeps_its_english(server, model):
+    r = httpx.post(f"{server.base_url}/v1/messages", timeout=30, json={
+        "model": model, "max_tokens": 4, "messages": ASK, "stop_sequences": [f"s{i}" for i in range(17)]})
+    assert r.status_code == 400
+    message = r.json()["error"]["message"]
+    assert message.startswith("stop_sequences:") and "16 stop sequences" in message, message

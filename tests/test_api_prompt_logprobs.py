@@ -248,6 +248,16 @@ def test_echoed_offsets_only_grow_when_the_tokenizer_adds_a_bos_the_text_does_no
     assert streamed == offsets
 
 
+def test_an_empty_prompt_continues_from_the_bos_its_tokenizer_adds(tiny_checkpoint):
+    with live_server(tiny_checkpoint("llama3")) as llama:
+        body = {"prompt": ["", "Hi"], "max_tokens": 2, "temperature": 0, "echo": True, "logprobs": 0}
+        r = httpx.post(llama.v1 + "/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    first = r.json()["choices"][0]
+    assert first["logprobs"]["tokens"][0] == "<|begin_of_text|>" and first["logprobs"]["token_logprobs"][0] is None
+    assert r.json()["usage"]["prompt_tokens"] == 1 + len(llama.state.tokenizer.encode("Hi", add_special_tokens=True))
+
+
 def test_a_whole_scored_response_is_shaped_on_a_tokenizer_thread_not_the_event_loop(server, monkeypatch):
     state = server.state
     threads: set[str] = set()

@@ -240,6 +240,20 @@ def test_a_harmony_checkpoint_serves_requests_without_a_budget(harmony, budget_f
             assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
 
 
+def test_on_a_harmony_checkpoint_messages_thinking_disabled_is_served_and_a_budget_is_a_400_not_a_retried_5xx(harmony):
+    ask = {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+    ask["model"] = httpx.get(harmony.base_url + "/v1/models", timeout=30).json()["data"][0]["id"]
+    r = httpx.post(harmony.base_url + "/v1/messages", json={**ask, "thinking": {"type": "disabled"}}, timeout=30)
+    assert r.status_code == 200, r.text
+    r = httpx.post(harmony.base_url + "/v1/messages", json={**ask, "thinking": {"type": "enabled", "budget_tokens": 16}},
+                   timeout=30)
+    # Anthropic's API has no 501, and its SDK retries every 5xx.
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error" and "thinking.budget_tokens" in err["message"]
+    assert "-1" not in err["message"] and '"adaptive"' in err["message"], err["message"]
+
+
 def test_a_server_budget_a_harmony_checkpoint_cannot_honour_is_refused_at_startup(tiny_checkpoint):
     # Else every request would be a 501, a -1 included: -1 falls back to the server's budget.
     from models.config import CheckpointError

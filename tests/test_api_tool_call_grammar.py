@@ -172,3 +172,16 @@ def test_a_call_the_clients_stop_cuts_is_no_finished_call_whole_or_streamed(clie
         model=client.models.list().data[0].id, messages=[{"role": "user", "content": "Warm up the kitchen."}],
         temperature=1.0, max_tokens=80, stop=['"mode"'], stream=True, **request)
     assert [c.choices[0].finish_reason for c in stream if c.choices and c.choices[0].finish_reason] == ["stop"]
+
+
+def test_tool_choice_none_bans_the_call_opener_so_no_call_markup_reaches_the_content(client, tiny_checkpoint):
+    from transformers import AutoTokenizer
+
+    opener = AutoTokenizer.from_pretrained(tiny_checkpoint("qwen3")).convert_tokens_to_ids("<tool_call>")
+    pull = {"logit_bias": {str(opener): 100}, "max_tokens": 6, "temperature": 0,
+            "extra_body": {**NO_THINKING, "return_token_ids": True}}
+    pulled = _ask(client, **pull)
+    assert pulled.model_extra["token_ids"][0] == opener, "the bias alone opens a call"
+    none = _ask(client, tool_choice="none", **pull)
+    assert opener not in none.model_extra["token_ids"], none
+    assert "<tool_call>" not in (none.message.content or "") and not none.message.tool_calls

@@ -210,6 +210,33 @@ def test_a_failing_end_of_sequence_callback_still_lets_the_final_event_out_and_t
     integrity(engine)
 
 
+def test_a_request_the_engine_fails_to_take_in_ends_in_an_error_and_the_engine_serves_on(engine):
+    real = engine.processor_factory
+
+    def factory(seq):
+        if seq.request_id == "cannot-build" and seq.index == 1:  # the second choice: the first was already built
+            raise RuntimeError("injected failure building a processor")
+        return real(seq)
+
+    before = owned(engine)
+    engine.processor_factory = factory
+    events: list = []
+    stream = engine.submit(EngineRequest("cannot-build", prompts(1)[0], SamplingParams(max_tokens=3, n=2, temperature=0)))
+    reader = threading.Thread(target=lambda: events.extend(stream), daemon=True)
+    try:
+        reader.start()
+        reader.join(30)
+    finally:
+        engine.processor_factory = real
+    assert not reader.is_alive(), "the request got no final event"
+    assert sorted(e.index for e in events if e.finish_reason == "error") == [0, 1]
+    assert all("taking in the request" in e.error for e in events)
+    tokens, last = run(engine, "after", prompts(1)[0], max_tokens=3, temperature=0, ignore_eos=True)
+    assert last.finish_reason == "length" and len(tokens) == 3, "the engine thread is alive"
+    assert owned(engine) == before and engine.num_running == 0 and engine.num_waiting == 0
+    integrity(engine)
+
+
 class FailingRunner:
     """The engine's runner, except that a forward step fails whenever `fails(batch)` says so."""
 

@@ -86,3 +86,14 @@ def test_a_pool_too_small_for_one_request_does_not_suggest_fewer_requests():
     assert "2688" in message
     assert "at most" not in message
     assert "cannot help" in message
+
+
+def test_a_pool_must_also_take_one_prefill_chunk_or_a_long_prompt_alone_would_wait_forever():
+    floor = swa_pool_floor(1, WINDOW, PAGE, 128, True)
+    message = swa_pool_shortfall(floor, 1, WINDOW, PAGE, 128, True, chunk=512)
+    assert message is not None and f"at least {floor + 512 + 2 * PAGE}" in message
+    assert "--max-batched-tokens" in message
+    # The running request itself fits: a smaller chunk is the other way out.
+    assert swa_pool_shortfall(floor + 300, 1, WINDOW, PAGE, 128, True, chunk=512).endswith(
+        f"or lower --max-batched-tokens to at most {300 - 2 * PAGE}.")
+    assert swa_pool_shortfall(floor + 512 + 2 * PAGE, 1, WINDOW, PAGE, 128, True, chunk=512) is None

@@ -135,16 +135,20 @@ def test_a_bad_chat_request_is_refused_naming_the_field(body, param, needle):
 
 
 BAD_COMPLETION = [
-    ("an empty prompt in a batch", {"prompt": ["a", ""]}, "prompt", "prompt 1 is empty"),
+    ("an empty id list in a batch", {"prompt": ["a", []]}, "prompt.1", "prompt 1 is an empty list"),
+    ("a bool among token ids", {"prompt": [5, 6, True]}, "prompt.2", "True"),
+    ("a float among token ids", {"prompt": [5, 6, 7.5]}, "prompt.2", "integers only"),
+    ("a string among a batch's token ids", {"prompt": ["a", [5, "x"]]}, "prompt.1.1", "integers only"),
+    ("a number in a batch of strings", {"prompt": ["a", 1]}, "prompt.1", "item 1 is neither"),
+    ("best_of under n", {"prompt": "x", "n": 2, "best_of": 1}, "best_of", "at least n (2)"),
+    ("best_of 0", {"prompt": "x", "best_of": 0}, "best_of", "at least n"),
     ("a negative token id in a batch", {"prompt": [[1], [5, -1]]}, "prompt.1.1", "token id"),
     ("more prompts than a request holds", {"prompt": ["a"] * 129}, "prompt", "at most 128"),
     ("prompts x n over the choices a request holds", {"prompt": ["a"] * 3, "n": 50}, "prompt", "150 choices"),
     ("a named slot with a batch", {"prompt": ["a", "b"], "id_slot": 0}, "id_slot", "one prompt"),
-    ("empty prompt", {"prompt": ""}, "prompt", "empty"),
     ("empty prompt list", {"prompt": []}, "prompt", "empty"),
     ("negative token id", {"prompt": [5, -1]}, "prompt.1", "token id"),
     ("prompt of the wrong type", {"prompt": 5}, "prompt", "string"),
-    ("mixed prompt list", {"prompt": ["a", 1]}, "prompt", "token ids"),
     ("prompt missing", {}, "prompt", "required"),
     ("suffix", {"prompt": "x", "suffix": "y"}, "suffix", "suffix"),
     ("best_of 2", {"prompt": "x", "best_of": 2}, "best_of", "best_of"),
@@ -175,6 +179,19 @@ def test_a_completion_prompt_is_read_as_a_batch_of_strings_or_token_id_lists():
     assert prompts(["a", "b"]) == ["a", "b"]
     assert prompts([[1], [2, 3], "c"]) == [[1], [2, 3], "c"]
     assert CompletionRequest.model_validate({"prompt": ["a", "b"], "id_slot": -1}).id_slot == -1
+    # An empty string is left to the tokenizer, which may give it a BOS to continue from.
+    assert prompts("") == [""] and prompts(["a", ""]) == ["a", ""]
+    # best_of equal to n asks for nothing more than n does.
+    assert CompletionRequest.model_validate({"prompt": "x", "n": 2, "best_of": 2}).n == 2
+
+
+def test_stream_options_accept_the_sdks_obfuscation_flag_and_null_as_the_default():
+    opts = {"include_usage": None, "include_obfuscation": False, "continuous_usage_stats": None}
+    req = CompletionRequest.model_validate({"prompt": "x", "stream": True, "stream_options": opts})
+    assert not req.stream_options.include_usage
+    chat = ChatCompletionRequest.model_validate(
+        {"messages": USER, "stream": True, "stream_options": {"include_usage": True, "include_obfuscation": True}})
+    assert chat.stream_options.include_usage
 
 
 def test_a_full_agentic_chat_request_is_accepted_and_normalised():

@@ -24,6 +24,7 @@ Not for: the message envelope, stop reasons or usage (server/routes/messages.py)
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
@@ -36,13 +37,23 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
+def _finite(value: Any) -> Any:
+    """`value` without the numbers past float range (a JSON reader makes 1e400 infinity), which no JSON
+    response can carry; the call readers refuse them (json_stream), so only a call cut there holds one."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items() if not (isinstance(v, float) and not math.isfinite(v))}
+    if isinstance(value, list):
+        return [_finite(v) for v in value if not (isinstance(v, float) and not math.isfinite(v))]
+    return value
+
+
 def call_input(arguments: str) -> dict[str, Any]:
     """A call's arguments as its `input` object: read partially, as the SDK reads streamed input JSON."""
     try:
-        value = from_json(arguments, allow_partial=True) if arguments.strip() else {}
+        value = from_json(arguments, allow_partial=True, allow_inf_nan=False) if arguments.strip() else {}
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
+    return _finite(value) if isinstance(value, dict) else {}
 
 
 class MessagesEventWriter:

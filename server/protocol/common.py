@@ -178,10 +178,14 @@ class ResponseModel(BaseModel):
 
 
 class StreamOptions(WireModel):
-    include_usage: bool = False
+    # An explicit null is the default, as vLLM reads it.
+    include_usage: bool | None = False
     # vLLM's: usage on every chunk. Accepted so vLLM clients do not fail;
     # routes may honour it.
-    continuous_usage_stats: bool = False
+    continuous_usage_stats: bool | None = False
+    # OpenAI's (the SDK types it): random padding on each delta against length side channels. Accepted and
+    # unused: this server pads nothing, as vLLM and llama.cpp pad nothing.
+    include_obfuscation: bool | None = None
 
 
 class SamplingFields(RequestBody):

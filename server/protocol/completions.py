@@ -45,16 +45,29 @@ def _token_ids(value: list, where: str) -> list[int]:
     return value
 
 
+def _is_id(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _is_ids(value: list) -> bool:
-    return all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+    return all(_is_id(x) for x in value)
+
+
+def _not_an_id(value: list, where: str) -> PydanticCustomError:
+    """The error for a token id list with something else in it, naming that element."""
+    i, bad = next((i, x) for i, x in enumerate(value) if not _is_id(x))
+    return field_error(f"{where}{i}", f"prompt item {where}{i} is {bad!r}: a list of token ids holds integers only")
 
 
 def _prompts(value: Any) -> list[str | list[int]]:
     """Every accepted prompt shape as a list of prompts (a string or a list of token ids each), as OpenAI
-    and vLLM read it: a string, a list of token ids, or a list of either (a batch)."""
+    and vLLM read it: a string, a list of token ids, or a list of either (a batch). A list whose first
+    element is an integer is one prompt of ids; anything else in it is named by its index."""
     if isinstance(value, str):
         value = [value]
-    elif isinstance(value, list) and value and _is_ids(value):
+    elif isinstance(value, list) and value and _is_id(value[0]):
+        if not _is_ids(value):
+            raise _not_an_id(value, "")
         value = [value]
     if not isinstance(value, list):
         raise PydanticCustomError(
@@ -69,16 +82,20 @@ def _prompts(value: Any) -> list[str | list[int]]:
     out: list[str | list[int]] = []
     for p, item in enumerate(value):
         where = "" if one else f"{p}."
-        if isinstance(item, str) and item:
+        # An empty string goes on: the tokenizer may still give it a BOS to continue from, as vLLM and
+        # llama.cpp generate from one (engine_params refuses a prompt that comes to no token at all).
+        if isinstance(item, str):
             out.append(item)
-        elif isinstance(item, list) and item and _is_ids(item):
+        elif isinstance(item, list) and item and _is_id(item[0]):
+            if not _is_ids(item):
+                raise _not_an_id(item, where)
             out.append(_token_ids(item, where))
-        elif isinstance(item, str | list) and not item:
-            raise PydanticCustomError("empty_prompt", "prompt must not be empty" if one else f"prompt {p} is empty")
+        elif isinstance(item, list) and not item:
+            raise field_error(where.rstrip("."), "prompt must not be empty" if one else f"prompt {p} is an empty "
+                              "list of token ids")
         else:
-            raise PydanticCustomError(
-                "prompt_type", "prompt must be a string, a list of token ids, or a list of those (item {p} is "
-                "neither)", {"p": p})
+            raise field_error(where.rstrip("."), "prompt must be a string, a list of token ids, or a list of those "
+                              f"(item {p} is neither)")
     return out
 
 
@@ -107,8 +124,13 @@ class CompletionRequest(SamplingFields):
                               "return (and with logprobs score) the prompt")
         if self.suffix:
             raise field_error("suffix", "suffix (fill-in-the-middle) is not supported")
-        if self.best_of not in (None, 1):
-            raise field_error("best_of", "best_of is not supported; use n for several completions")
+        if self.best_of is not None:
+            # OpenAI's and vLLM's rule: best_of candidates, of which the n best come back.
+            if self.best_of < self.n:
+                raise field_error("best_of", f"best_of ({self.best_of}) must be at least n ({self.n})")
+            if self.best_of > self.n:
+                raise field_error("best_of", "best_of above n (ranking extra candidates) is not supported; use n "
+                                  "for several completions")
         if len(self.prompt) * self.n > MAX_CHOICES:
             raise field_error("prompt", f"{len(self.prompt)} prompts x n={self.n} would be "
                               f"{len(self.prompt) * self.n} choices; at most {MAX_CHOICES} in one request")

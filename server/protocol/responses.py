@@ -194,6 +194,12 @@ OUTPUT_TEXT_LOGPROBS = "message.output_text.logprobs"
 CARRIED_THOUGHT = "reasoning.encrypted_content"
 
 
+class ResponsesStreamOptions(WireModel):
+    # OpenAI's only option here: random padding on each event against length side channels. Accepted (the
+    # SDK types it) and unused: this server pads nothing.
+    include_obfuscation: bool | None = None
+
+
 class ResponsesRequest(RequestBody):
     model: str | None = None
     input: str | list[InputItem]
@@ -207,6 +213,7 @@ class ResponsesRequest(RequestBody):
     text: TextOptions | None = None
     reasoning: ReasoningOptions | None = None
     stream: bool = False
+    stream_options: ResponsesStreamOptions | None = None
     # This server's (and llama.cpp's): a thinking budget, checked and applied as on chat.
     reasoning_budget_tokens: int | None = None
     previous_response_id: str | None = None
@@ -279,10 +286,10 @@ class ResponsesRequest(RequestBody):
     def _tool_choice(cls, value: Any) -> Any:
         return _nested(NamedFunctionChoice, value) if isinstance(value, dict) else value
 
-    @field_validator("text", "reasoning", mode="before")
+    @field_validator("text", "reasoning", "stream_options", mode="before")
     @classmethod
     def _options(cls, value: Any, info) -> Any:
-        model = TextOptions if info.field_name == "text" else ReasoningOptions
+        model = {"text": TextOptions, "reasoning": ReasoningOptions}.get(info.field_name, ResponsesStreamOptions)
         return _nested(model, value) if isinstance(value, dict) else value
 
     @model_validator(mode="after")
@@ -290,6 +297,8 @@ class ResponsesRequest(RequestBody):
         if self.conversation is not None:
             raise field_error("conversation", "conversation objects are not kept on this server: name the last "
                               "turn with previous_response_id, or send the conversation so far as input items")
+        if self.stream_options is not None and not self.stream:
+            raise field_error("stream_options", "stream_options is only allowed when stream is true")
         return self
 
     @property

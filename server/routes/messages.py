@@ -29,6 +29,7 @@ import re
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from models.reasoning_plan import unsupported_reason
 from server import sse
 from server.chat_prompt import render_chat
 from server.engine_params import refuse_invalid_tool_parameters
@@ -52,7 +53,13 @@ async def _prepared(req: MessagesBody, http_request: Request, prepare=_prepare):
     state = http_request.app.state.server
     state.require_ready()
     check_model(req.model, state)
-    chat = chat_request(req.to_chat_body(), messages_param, _in_our_words)
+    body = req.to_chat_body()
+    thinking = getattr(req, "thinking", None)
+    if thinking is not None and thinking.type == "disabled" and unsupported_reason(state.info.reasoning):
+        # A thought that is a channel grammar (harmony) cannot be cut at 0 tokens. `disabled`, always a valid
+        # value in Anthropic's API, is then read as llama.cpp reads it: not at all, the model thinks as usual.
+        body.pop("reasoning_budget_tokens", None)
+    chat = chat_request(body, messages_param, _in_our_words)
     try:
         return state, chat, await off_loop(prepare, chat, state, text_size=await body_size(http_request))
     except APIError as exc:
@@ -63,7 +70,9 @@ _REQUIRED = re.compile(r"tool_choice '?required'?")
 
 
 def _in_our_words(message: str) -> str:
-    """A chat pipeline message as a Messages client says it: chat's `required` is `{"type": "any"}` here."""
+    """A chat pipeline message as a Messages client says it: chat's `required` is `{"type": "any"}` here, and
+    chat's "no budget" (-1) is thinking `adaptive` (the server's default) or no `thinking` at all."""
+    message = message.replace("or send -1.", 'or send thinking {"type": "adaptive"}.')
     return _REQUIRED.sub('tool_choice {"type": "any"}', message)
 
 

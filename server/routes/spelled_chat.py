@@ -16,6 +16,7 @@ Not for: the spelling itself (server/protocol/responses.py, messages.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -42,10 +43,19 @@ def in_client_words(exc: APIError, rename: Rename, reword: Reword) -> APIError:
     message alike."""
     theirs = rename(exc.param)
     if exc.param and theirs != exc.param:
-        exc.message = exc.message.replace(exc.param, theirs)
+        exc.message = _mentions(exc.param).sub(lambda _: theirs, exc.message)
     exc.message = reword(exc.message)
     exc.param = theirs
     return exc
+
+
+def _mentions(param: str) -> re.Pattern[str]:
+    """Where a message names the field `param`. A plain word (`stop`, `n`) is a field only where
+    punctuation follows it (`stop: ...`, `stop.2`, `` `stop` ``): "at most 16 stop sequences" keeps its
+    English."""
+    if re.fullmatch(r"[a-z]+", param):
+        return re.compile(rf"(?<![\w.]){param}(?=[:.`'\"\[])")
+    return re.compile(re.escape(param))
 
 
 def read_whole(parser: StreamingOutputParser, choice) -> list:
