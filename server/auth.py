@@ -1,8 +1,8 @@
 """API keys: `Authorization: Bearer KEY` or `X-Api-Key: KEY`, compared in constant time.
 
-With `--api-key`, every route needs the key except `/health` and `/v1/models`
-(llama.cpp's public pair, so load balancers and model pickers work without
-it). Slot admin actions need `--admin-api-key` when one is set, else the API
+With `--api-key`, every route needs the key except `/health`, `/v1/health`
+and `/v1/models` (llama.cpp's public pair and its /v1 twin, so load balancers
+and model pickers work without it). Slot admin actions need `--admin-api-key` when one is set, else the API
 key. Without keys the server is open, as llama.cpp's is.
 """
 
