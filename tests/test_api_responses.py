@@ -389,3 +389,16 @@ def test_a_request_shaped_as_codex_sends_it_streams_to_completion_with_its_thoug
     assert events[-1]["type"] in ("response.completed", "response.incomplete"), events[-1]
     thoughts = [e["item"] for e in events if e["type"] == "response.output_item.done" and e["item"]["type"] == "reasoning"]
     assert thoughts and all(t["encrypted_content"] for t in thoughts)
+
+
+def test_instructions_and_leading_developer_messages_are_one_system_turn_so_single_system_templates_take_them():
+    from server.protocol.responses import ResponsesRequest
+
+    req = ResponsesRequest.model_validate({
+        "instructions": "You are a coding agent.",
+        "input": [{"type": "message", "role": "developer", "content": "Be brief."},
+                  {"type": "message", "role": "user", "content": "List files."},
+                  {"type": "message", "role": "developer", "content": "Later note."}]})
+    messages = req.to_chat_body()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "system"]
+    assert messages[0]["content"] == "You are a coding agent.\n\nBe brief."

@@ -21,6 +21,10 @@ import binascii
 import zlib
 
 MARK = "anchorage.thought.v1."
+# The most text a carried thought may inflate to: more than a context of a million tokens holds, so no
+# thought this server sealed is near it, while a crafted string (a few hundred KB of zlib can inflate to
+# gigabytes) is refused after this much work and memory, not after all of it.
+MAX_THOUGHT_BYTES = 8 << 20
 
 
 def seal(thought: str) -> str:
@@ -37,9 +41,16 @@ def unseal(value: str) -> str | None:
         return None
     try:
         body = base64.urlsafe_b64decode(value[len(MARK):].encode("ascii"))
-        raw = zlib.decompress(body[4:])
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(body[4:], MAX_THOUGHT_BYTES)
     except (binascii.Error, ValueError, UnicodeEncodeError, zlib.error) as exc:
         raise ValueError(f"this server's encrypted_content does not decode ({exc}); send it back as received") from None
+    if inflate.unconsumed_tail:
+        raise ValueError(f"this server's encrypted_content inflates past {MAX_THOUGHT_BYTES} bytes, more than any "
+                         "thought it carries; send it back as received")
+    if not inflate.eof:
+        raise ValueError("this server's encrypted_content does not decode (its compressed stream is cut); send it "
+                         "back as received")
     if len(body) < 4 or zlib.crc32(raw).to_bytes(4, "big") != body[:4]:
         raise ValueError("this server's encrypted_content fails its checksum; send it back as received")
     return raw.decode("utf-8")

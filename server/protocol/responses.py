@@ -170,6 +170,15 @@ class TextFormat(WireModel):
     schema_: Annotated[dict[str, Any] | None, Field(alias="schema")] = None
     strict: bool | None = None
 
+    @model_validator(mode="after")
+    def _schema_named(self) -> TextFormat:
+        # OpenAI types both as required for json_schema: a format without them is a client's mistake.
+        if self.type == "json_schema":
+            for field, value in (("name", self.name), ("schema", self.schema_)):
+                if value is None:
+                    raise field_error(field, f"{field} is required when type is json_schema")
+        return self
+
 
 class TextOptions(WireModel):
     ignored_fields: ClassVar[frozenset[str]] = frozenset({"verbosity"})
@@ -192,6 +201,10 @@ class ReasoningOptions(WireModel):
 
 OUTPUT_TEXT_LOGPROBS = "message.output_text.logprobs"
 CARRIED_THOUGHT = "reasoning.encrypted_content"
+# What OpenAI's `include` may name (the SDK's ResponseIncludable): a typo is a 400, not silently nothing.
+Includable = Literal["file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+                     "message.input_image.image_url", "computer_call_output.output.image_url",
+                     "code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs"]
 
 
 class ResponsesStreamOptions(WireModel):
@@ -226,7 +239,7 @@ class ResponsesRequest(RequestBody):
     # alternatives each; CARRIED_THOUGHT gives each reasoning item its thought as `encrypted_content`;
     # the other parts it may name this server does not produce (search results, images), so they are
     # checked as OpenAI types them and dropped.
-    include: list[str] | None = None
+    include: list[Includable] | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     # "auto": a conversation over the context drops its oldest turns to fit (server/protocol/responses_truncation.py);
     # "disabled" (the default) answers it with a 400, as OpenAI does.
@@ -358,7 +371,12 @@ class ResponsesRequest(RequestBody):
                     assistant()
                 if isinstance(item, MessageItem):
                     role = "system" if item.role == "developer" else item.role
-                    messages.append({"role": role, "content": item.text()})
+                    if role == "system" and messages and all(m["role"] == "system" for m in messages):
+                        # `instructions` and the developer messages leading the input (Codex's shape) are one
+                        # system turn: templates that take a single leading system message refuse two.
+                        messages[0]["content"] += "\n\n" + item.text()
+                    else:
+                        messages.append({"role": role, "content": item.text()})
                 else:  # FunctionCallOutputItem
                     messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text()})
         if thought is not None:
