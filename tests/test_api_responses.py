@@ -402,3 +402,15 @@ def test_instructions_and_leading_developer_messages_are_one_system_turn_so_sing
     messages = req.to_chat_body()["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "system"]
     assert messages[0]["content"] == "You are a coding agent.\n\nBe brief."
+
+
+def test_a_stored_turns_call_must_be_answered_by_the_next_turns_input():
+    from server.protocol.responses import FunctionCallItem, ResponsesRequest
+
+    stored = [FunctionCallItem(type="function_call", call_id="call_7", name="get_weather", arguments="{}")]
+    moved_on = ResponsesRequest.model_validate({"input": "never mind"})
+    assert moved_on.unpaired_call(stored) == ("input", "input: no function_call_output found for function call "
+                                                       "'call_7'; answer every call")
+    answered = ResponsesRequest.model_validate(
+        {"input": [{"type": "function_call_output", "call_id": "call_7", "output": "{}"}]})
+    assert answered.unpaired_call(stored) is None

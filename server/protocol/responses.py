@@ -332,6 +332,27 @@ class ResponsesRequest(RequestBody):
         """The items this turn renders: `history` (a stored turn's items and output), then its own input."""
         return [*history, *self.items()]
 
+    def unpaired_call(self, history: list[InputItem] = ()) -> tuple[str, str] | None:
+        """(param, message) of the first call left unpaired in the conversation, as OpenAI refuses it: a
+        `function_call_output` answering no call before it, or a call (this turn's input's or a stored
+        turn's) that no output answers; None when every call and output pair up."""
+        unanswered: dict[str, None] = {}  # call ids in order
+        called: set[str] = set()
+        for i, item in enumerate(self.all_items(history)):
+            if isinstance(item, FunctionCallItem):
+                unanswered[item.call_id] = None
+                called.add(item.call_id)
+            elif isinstance(item, FunctionCallOutputItem):
+                if item.call_id not in called:
+                    at = i - len(history)
+                    return (f"input.{at}.call_id", f"input.{at}.call_id: no function call found for function call "
+                            f"output with call_id {item.call_id!r}")
+                unanswered.pop(item.call_id, None)
+        if unanswered:
+            call_id = next(iter(unanswered))
+            return "input", f"input: no function_call_output found for function call {call_id!r}; answer every call"
+        return None
+
     def to_chat_body(self, history: list[InputItem] = (), start: int = 0) -> dict[str, Any]:
         """The chat completion request this turn is: messages, tools, choice and knobs in chat's spelling.
 

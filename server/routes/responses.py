@@ -99,6 +99,9 @@ async def responses(req: ResponsesRequest, http_request: Request):
     info = state.info
     context = _context(state, req)
     history = [item_from_record(r) for r in context]
+    unpaired = req.unpaired_call(history)
+    if unpaired is not None:  # OpenAI's rule: every call answered, every output answering one
+        raise InvalidRequestError(unpaired[1], param=unpaired[0])
     chat = chat_request(req.to_chat_body(history), responses_param, _in_our_words)
     body_bytes = await body_size(http_request)
     try:
