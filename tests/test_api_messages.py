@@ -417,4 +417,5 @@ def test_a_plain_word_field_renamed_for_the_client_keeps_its_english(server, mod
         "model": model, "max_tokens": 4, "messages": ASK, "stop_sequences": [f"s{i}" for i in range(17)]})
     assert r.status_code == 400
     message = r.json()["error"]["message"]
-    assert message.startswith("stop_sequences:") and "16 stop sequences" in message, message
+    assert message.startswith("stop_sequences:") and "at most 16 strings" in message, message
+    assert message.count("stop") == 1, message

@@ -274,12 +274,12 @@ class SamplingFields(RequestBody):
             if len(value) > MAX_STOP_SEQUENCES:
                 raise PydanticCustomError(
                     "too_many_stop_sequences",
-                    "at most {limit} stop sequences are allowed, got {n}",
+                    "at most {limit} strings are allowed, got {n}",
                     {"limit": MAX_STOP_SEQUENCES, "n": len(value)},
                 )
             for i, item in enumerate(value):
                 if item == "":
-                    raise field_error(str(i), "a stop sequence must not be empty")
+                    raise field_error(str(i), "an empty string never matches; leave it out")
         return value
 
     @field_validator("logit_bias", mode="before")

@@ -16,7 +16,6 @@ Not for: the spelling itself (server/protocol/responses.py, messages.py).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -40,22 +39,14 @@ def chat_request(body: dict[str, Any], rename: Rename, reword: Reword) -> ChatCo
 
 def in_client_words(exc: APIError, rename: Rename, reword: Reword) -> APIError:
     """`exc`, found by the chat pipeline, with its field named as the client wrote it, in `param` and in the
-    message alike."""
+    message alike: every mention of the chat field is renamed, so chat's messages name a field only as a field
+    (`stop: at most 16 strings`, not "16 stop sequences")."""
     theirs = rename(exc.param)
     if exc.param and theirs != exc.param:
-        exc.message = _mentions(exc.param).sub(lambda _: theirs, exc.message)
+        exc.message = exc.message.replace(exc.param, theirs)
     exc.message = reword(exc.message)
     exc.param = theirs
     return exc
-
-
-def _mentions(param: str) -> re.Pattern[str]:
-    """Where a message names the field `param`. A plain word (`stop`, `n`) is a field only where
-    punctuation follows it (`stop: ...`, `stop.2`, `` `stop` ``): "at most 16 stop sequences" keeps its
-    English."""
-    if re.fullmatch(r"[a-z]+", param):
-        return re.compile(rf"(?<![\w.]){param}(?=[:.`'\"\[])")
-    return re.compile(re.escape(param))
 
 
 def read_whole(parser: StreamingOutputParser, choice) -> list:
