@@ -16,6 +16,7 @@ import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
 from server.auth import check_api_key
@@ -121,4 +122,8 @@ def create_app(settings: ServeSettings, *, background_load: bool = True, on_load
     # Added first, so it runs inside the gate: a client without the key gets its 401, not a 413.
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_body_bytes)
     app.add_middleware(GateMiddleware, state=state, metrics=metrics)
+    origins = [o.strip() for o in settings.allowed_origins.split(",") if o.strip()]
+    if origins:
+        # Outermost: a browser's preflight (OPTIONS, no key) is answered before the gate asks for the key.
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
     return app

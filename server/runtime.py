@@ -43,6 +43,15 @@ def demo_model_dir() -> Path:
     return Path(str(resources.files("models") / "demo" / "checkpoint"))
 
 
+def served_name(s: ServeSettings) -> str:
+    """The model id the API reports: --served-model-name, else the folder's name (the demo's, its own). Known
+    from the settings alone, so /v1/models can answer while the checkpoint still loads."""
+    model_dir = Path(s.model) if s.model else demo_model_dir()
+    if s.served_model_name:
+        return s.served_model_name
+    return "anchorage-demo" if model_dir == demo_model_dir() else model_dir.name
+
+
 @dataclass
 class RuntimeInfo:
     model_dir: Path
@@ -177,9 +186,7 @@ def build_runtime(s: ServeSettings):
         raise CheckpointError(f"--reasoning-budget {s.reasoning_budget} cannot be applied to this checkpoint: its "
                               f"{reasoning.name} reasoning format is a channel grammar, not a marker pair whose "
                               "closer the sampler can force; serve it without --reasoning-budget")
-    name = s.served_model_name or model_dir.name
-    if model_dir == demo_model_dir() and not s.served_model_name:
-        name = "anchorage-demo"
+    name = served_name(s)
 
     pool = KVPool(s.page_size, pages)
     cache = PrefixCache(pool, spec.sliding_window)

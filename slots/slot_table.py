@@ -137,8 +137,10 @@ class SlotTable:
             for s in self.slots:
                 d = {"id": s.id, "n_ctx": self.n_ctx, "is_processing": s.busy, "n_cached_tokens": len(s.tokens)}
                 if s.id_task is not None:
+                    # llama.cpp's shape: `next_token` is a list of one object (clients read next_token[0]).
                     d.update(id_task=s.id_task, n_prompt_tokens=s.n_prompt_tokens,
-                             next_token={"n_decoded": s.n_generated, "last_token": s.next_token})
+                             next_token=[{"has_next_token": s.busy, "n_decoded": s.n_generated,
+                                          "last_token": s.next_token}])
                 out.append(d)
             return out
 

@@ -149,3 +149,19 @@ def test_health_and_models_answer_head_as_get_without_a_key_and_the_schema_names
         warnings.simplefilter("error")  # FastAPI warns of operations sharing an id
         schema = keyed.app.openapi()
     assert set(schema["paths"]["/health"]) == {"get"}
+
+
+def test_a_browsers_preflight_is_answered_without_the_key_and_a_keyed_call_carries_the_cors_header(keyed):
+    origin = {"Origin": "http://localhost:5173"}
+    preflight = httpx.options(keyed.base_url + "/v1/chat/completions", timeout=30, headers={
+        **origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"})
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == "*"
+    call = _call(keyed, ("GET", "/props", None), {**origin, "Authorization": f"Bearer {API_KEY}"})
+    assert call.status_code == 200 and call.headers["access-control-allow-origin"] == "*"
+    assert _call(keyed, ("GET", "/props", None), origin).status_code == 401, "CORS opens no route without its key"
+
+
+def test_with_no_allowed_origins_no_cors_header_is_sent(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), allowed_origins="") as s:
+        r = httpx.get(s.base_url + "/props", headers={"Origin": "http://localhost:5173"}, timeout=30)
+    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers

@@ -320,3 +320,17 @@ def test_usage_counts_each_choices_thought_up_to_its_closer_whole_and_streamed(p
     assert _chat(plain, **{k: v for k, v in cut.items() if k != "messages"})["usage"]["completion_tokens_details"] \
         == {"reasoning_tokens": 3}
     assert _streamed_usage(plain, cut)["completion_tokens_details"] == {"reasoning_tokens": 3}
+
+
+def test_llama_cpps_reasoning_format_none_leaves_the_thought_in_the_content(plain):
+    closer = plain.token_id("</think>")
+    body = {"messages": [{"role": "user", "content": "Think, then answer."}], "max_tokens": 1, "temperature": 0,
+            "logit_bias": {str(closer): 100}}  # one token: the closer of the thought the prompt opened
+    split = httpx.post(plain.base_url + "/v1/chat/completions", json=body, timeout=60).json()["choices"][0]["message"]
+    assert "</think>" not in (split["content"] or "")
+    for fmt in ("auto", "deepseek"):  # what llama.cpp's web UI sends: the server's own split
+        same = httpx.post(plain.base_url + "/v1/chat/completions", json={**body, "reasoning_format": fmt}, timeout=60)
+        assert same.status_code == 200 and same.json()["choices"][0]["message"] == split
+    raw = httpx.post(plain.base_url + "/v1/chat/completions", json={**body, "reasoning_format": "none"},
+                     timeout=60).json()["choices"][0]["message"]
+    assert raw["content"] == "</think>" and not raw.get("reasoning_content"), raw

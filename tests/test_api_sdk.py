@@ -83,6 +83,27 @@ def test_the_sdk_retrieves_the_served_model_and_an_unknown_one_is_a_404_naming_i
     assert httpx.head(server.base_url + "/health", timeout=30).status_code == 200
 
 
+def test_while_the_checkpoint_loads_the_model_list_already_names_it_and_health_says_503(tiny_checkpoint):
+    from fastapi.testclient import TestClient
+
+    from server.app import create_app
+    from server.settings import ServeSettings
+
+    folder = tiny_checkpoint("qwen3")
+    loading = TestClient(create_app(ServeSettings(model=folder), background_load=False))  # lifespan not run: loading
+    listed = loading.get("/v1/models")
+    assert listed.status_code == 200 and listed.json()["data"][0]["id"] == folder.name, listed.text
+    assert listed.json()["data"][0]["meta"] is None
+    assert loading.get("/health").status_code == 503
+
+
+def test_props_carry_the_fields_llama_cpp_clients_read(server):
+    props = httpx.get(server.base_url + "/props", timeout=30).json()
+    assert props["modalities"] == {"vision": False, "audio": False}
+    assert props["eos_token"] == server.state.tokenizer.eos_token
+    assert props["endpoint_slots"] and props["endpoint_props"] and props["endpoint_metrics"]
+
+
 STREAMED_ROUTES = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
     ("/v1/completions", {"prompt": "hi"}),

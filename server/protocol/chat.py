@@ -10,7 +10,7 @@ served models are text-only.
 
 Accepted and ignored at the top level (`ignored_fields`): llama.cpp web UI's
 `timings_per_token`, `return_progress` and `samplers` (our sampler order is
-fixed), so that UI works unmodified, and OpenAI's routing hints `service_tier`,
+fixed), so that UI works unmodified (its `reasoning_format` is read), and OpenAI's routing hints `service_tier`,
 `prompt_cache_key`, `safety_identifier`. `user`, `metadata` and `store` are
 declared and ignored; `reasoning_effort` goes to the chat template. Every other unknown field is a 400 naming it. On
 messages, the OpenAI SDK's round-trip fields `refusal`, `annotations`,
@@ -224,6 +224,9 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    # llama.cpp's (its web UI sends it on every request): "none" leaves the thought in the content as the
+    # model wrote it; the others split it into reasoning_content, as this server does by default.
+    reasoning_format: Literal["none", "auto", "deepseek", "deepseek-legacy"] | None = None
     max_completion_tokens: TokenCount | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None

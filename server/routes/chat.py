@@ -67,13 +67,16 @@ def tool_format_of(info, prompt):
     return (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None
 
 
-def _parsed_reasoning(info):
-    """The reasoning format the output parsers can split on: a marker pair, or None.
+def _parsed_reasoning(info, req=None):
+    """The reasoning format the output parsers can split on: a marker pair, or None (also when the request
+    asks llama.cpp's `reasoning_format: "none"`: the thought stays in the content as written).
 
     A channel grammar (gpt-oss harmony) has no marker-pair parser; its text
     is passed through as content rather than failing the request.
     """
     fmt = info.reasoning
+    if getattr(req, "reasoning_format", None) == "none":
+        return None
     return fmt if fmt is not None and fmt.kind == "markers" else None
 
 
@@ -110,7 +113,7 @@ async def chat_completions(req: ChatCompletionRequest, http_request: Request):
     for c in choices:
         # Read as its stream reads it, however it ended: a call left open at the end -- cut by max_tokens or
         # a stop, or (with no grammar holding it) ended by the model -- is the same partial call either way.
-        parsed = parse_output(c.text, _parsed_reasoning(info), tool_format, prompt.reasoning_open, cut=True,
+        parsed = parse_output(c.text, _parsed_reasoning(info, req), tool_format, prompt.reasoning_open, cut=True,
                               pieces=c.pieces)
         if req.parallel_tool_calls is False and len(parsed.tool_calls) > 1:
             # One call was asked for; later ones are dropped, not turned into content.
@@ -166,7 +169,7 @@ async def _stream(state, req: ChatCompletionRequest, stream, prompt, tool_format
     info = state.info
     # One id and one timestamp for every chunk of the stream (OpenAI: "each chunk has the same timestamp").
     cid, model, created = new_chat_id(), info.served_model_name, int(time.time())
-    parsers = [StreamingOutputParser(_parsed_reasoning(info), tool_format, prompt.reasoning_open)
+    parsers = [StreamingOutputParser(_parsed_reasoning(info, req), tool_format, prompt.reasoning_open)
                for _ in range(req.n)]
     stats0 = None
     continuous = continuous_usage(req)

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from server.generation import check_model
+from server.runtime import served_name
 
 router = APIRouter()
 STARTED = int(time.time())
@@ -51,6 +52,11 @@ def _model(info) -> dict:
 @router.head("/v1/models", include_in_schema=False)
 async def models(request: Request):
     state = _state(request)
+    if state.status == "loading":
+        # As llama.cpp answers while it loads: the id (known from the settings) and no metadata yet, so a
+        # model picker works before the first request can run.
+        return {"object": "list", "data": [{"id": served_name(state.settings), "object": "model", "created": STARTED,
+                                            "owned_by": "anchorage", "meta": None}]}
     state.require_ready()
     return {"object": "list", "data": [_model(state.info)]}
 
@@ -62,6 +68,10 @@ async def model(model_id: str, request: Request):
     state.require_ready()
     check_model(model_id, state)
     return _model(state.info)
+
+
+def _token_text(tokenizer, name: str) -> str:
+    return getattr(tokenizer, name, None) or ""
 
 
 @router.get("/props")
@@ -76,6 +86,11 @@ async def props(request: Request):
         "chat_template": info.chat_template or "",
         "n_ctx": info.max_model_len,
         "build_info": "anchorage",
+        # llama.cpp's: what clients (its web UI, others strictly) read; the served models are text-only.
+        "modalities": {"vision": False, "audio": False},
+        "bos_token": _token_text(state.tokenizer, "bos_token"),
+        "eos_token": _token_text(state.tokenizer, "eos_token"),
+        "endpoint_slots": True, "endpoint_props": True, "endpoint_metrics": True, "webui": False,
         "default_generation_settings": {"n_ctx": info.max_model_len, "params": info.generation_defaults},
         "reasoning_format": info.reasoning.name if info.reasoning else None,
         "reasoning_budget": s.reasoning_budget,
