@@ -83,3 +83,20 @@ def test_token_pieces_are_built_on_a_tokenizer_thread_not_the_event_loop(server,
     monkeypatch.setattr(state, "token_bytes", recording)
     assert _tokenize(server, content="hello there", with_pieces=True)
     assert threads and all(name.startswith("tokenizer") for name in threads), threads
+
+
+@pytest.mark.parametrize("route,body", [("/tokenize", {"content": [1, 2, 3]}), ("/detokenize", {"tokens": [1, 2, 3]})])
+def test_a_token_list_is_checked_on_a_tokenizer_thread_not_the_event_loop(server, monkeypatch, route, body):
+    # A body may hold millions of ids: checking them took seconds, which on the event loop held every request.
+    import server.routes.tokenize as routes
+
+    threads: set[str] = set()
+    original = routes._validated
+
+    def recording(model, value):
+        threads.add(threading.current_thread().name)
+        return original(model, value)
+
+    monkeypatch.setattr(routes, "_validated", recording)
+    assert httpx.post(server.base_url + route, json=body, timeout=30).status_code == 200
+    assert threads and all(name.startswith("tokenizer") for name in threads), threads

@@ -70,17 +70,18 @@ async def tokenize(body: Annotated[dict[str, Any], Body()], request: Request):
     if key is None:
         raise InvalidRequestError("content is required: /tokenize takes `content` (llama.cpp's form), or "
                                   "`prompt` or `messages` (vLLM's)", param="content")
-    req = _validated(FORMS[key], body)
-    check_model(req.model, state)
     # The whole answer, JSON text included, is built on a tokenizer thread: for a prompt of millions
     # of tokens, building a piece per token and serialising them took tens of seconds, and on the
     # event loop that held every other request (measured: /health waited 41 s behind a 2.6 MB
-    # /tokenize with pieces, 2.4 s without them).
-    return await off_loop(_tokenize_answer, state, req, text_size=await body_size(request))
+    # /tokenize with pieces, 2.4 s without them). The body is checked there too: validating a list of
+    # millions of ids took seconds of its own.
+    return await off_loop(_tokenize_answer, state, FORMS[key], body, text_size=await body_size(request))
 
 
-def _tokenize_answer(state, req) -> Response:
+def _tokenize_answer(state, form: type[BaseModel], body: dict[str, Any]) -> Response:
     """The /tokenize answer in the shape of the form asked (run on a tokenizer thread)."""
+    req = _validated(form, body)
+    check_model(req.model, state)
     if isinstance(req, TokenizeRequest):
         ids = _mixed_ids(state, req)
         pieces = [{"id": i, "piece": _piece(state.token_bytes(i))} for i in ids] if req.with_pieces else None
@@ -137,15 +138,19 @@ async def apply_template(req: ChatRenderRequest, request: Request):
 
 
 @router.post("/detokenize")
-async def detokenize(req: DetokenizeRequest, request: Request):
+async def detokenize(body: Annotated[dict[str, Any], Body()], request: Request):
     state = _state(request)
-    check_model(req.model, state)
-    text = await off_loop(_detokenize, state, req.tokens)
+    # Checked and decoded on a tokenizer thread (the lane for large texts when the body is large): a body
+    # may carry millions of ids, and validating them alone took seconds.
+    text = await off_loop(_detokenize, state, body, text_size=await body_size(request))
     return DetokenizeResponse(content=text, prompt=text).model_dump()
 
 
-def _detokenize(state, tokens: list[int]) -> str:
-    """The text of `tokens` (run on a tokenizer thread: a body may carry millions of ids)."""
+def _detokenize(state, body: dict[str, Any]) -> str:
+    """The text of the body's `tokens` (run on a tokenizer thread)."""
+    req = _validated(DetokenizeRequest, body)
+    check_model(req.model, state)
+    tokens = req.tokens
     vocab = state.info.spec.vocab_size
     for i, t in enumerate(tokens):
         if t >= vocab:
