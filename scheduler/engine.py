@@ -211,9 +211,14 @@ class Engine:
         self._by_request[req.request_id] = [live.seq for live in lives]
         self.counters.prompt_tokens += len(req.prompt_ids)
 
-    @staticmethod
-    def _refuse(req: EngineRequest, stream: RequestStream, message: str) -> None:
-        """End a request `_add` could not take in (nothing of it is on the books): an error for each choice."""
+    def _refuse(self, req: EngineRequest, stream: RequestStream, message: str) -> None:
+        """End a request `_add` could not take in (nothing of it is on the books): the end callbacks hear of
+        its first choice, as of any ended one -- the slot the route took for it goes idle again -- and each
+        choice gets an error."""
+        ended = Sequence(next(self._seq_ids), req.request_id, 0, list(req.prompt_ids), req.params,
+                         slot_id=req.slot_id)
+        ended.finish_reason = "error"
+        self._run_end_callbacks(ended)
         nothing = ChoiceStats(len(req.prompt_ids), 0, 0, 0.0, 0.0, 0)
         for i in range(req.params.n):
             stream.put(StreamEvent(i, finish_reason="error", stats=nothing, error=message))
@@ -375,16 +380,19 @@ class Engine:
         self._emit_final(seq, reason, text=text, token_ids=[token] if token is not None else [], lp=lp,
                          stop_token=stop_token)
 
-    def _emit_final(self, seq, reason, text="", token_ids=(), lp=(), stop_token=None, error=None) -> None:
-        live = self._live.pop(seq.seq_id, None)
-        if live is None:
-            return
+    def _run_end_callbacks(self, seq: Sequence) -> None:
         for cb in self.on_end:
             try:
                 cb(seq)
             except Exception:  # the final event must still go out: a stream left without one waits forever
                 self.counters.step_errors += 1
                 log.error("end-of-sequence callback failed for %s:\n%s", seq.seq_id, traceback.format_exc())
+
+    def _emit_final(self, seq, reason, text="", token_ids=(), lp=(), stop_token=None, error=None) -> None:
+        live = self._live.pop(seq.seq_id, None)
+        if live is None:
+            return
+        self._run_end_callbacks(seq)
         seq.finish_time = time.monotonic()
         first = seq.first_token_time or seq.finish_time
         stats = ChoiceStats(

@@ -15,6 +15,7 @@ class StopMatcher:
         self.stops = tuple(s for s in stops if s)
         self.pending = ""
         self.matched: str | None = None  # the stop string that ended the text (the earliest in it), once one has
+        self._quiet = 0  # characters at the start of `pending` fed under min_tokens: no stop string ends in them
 
     def feed(self, text: str, match: bool = True) -> tuple[str, bool]:
         """Returns (text safe to emit now, whether a stop string was hit). With `match` false (the tokens
@@ -23,10 +24,12 @@ class StopMatcher:
         if not self.stops:
             return text, False
         self.pending += text
-        hits = [(i, s) for s, i in ((s, self.pending.find(s)) for s in self.stops) if i >= 0] if match else []
+        # A hit must end past the quiet characters: searching from `quiet - len(s) + 1` on finds only those.
+        found = ((s, self.pending.find(s, max(0, self._quiet - len(s) + 1))) for s in self.stops) if match else ()
+        hits = [(i, s) for s, i in found if i >= 0]
         if hits:
             cut, self.matched = min(hits, key=lambda hit: hit[0])
-            out, self.pending = self.pending[:cut], ""
+            out, self.pending, self._quiet = self.pending[:cut], "", 0
             return out, True
         hold = 0
         for s in self.stops:
@@ -37,8 +40,9 @@ class StopMatcher:
                     break
         out = self.pending[: len(self.pending) - hold]
         self.pending = self.pending[len(self.pending) - hold:]
+        self._quiet = len(self.pending) if not match else max(0, self._quiet - len(out))
         return out, False
 
     def flush(self) -> str:
-        out, self.pending = self.pending, ""
+        out, self.pending, self._quiet = self.pending, "", 0
         return out

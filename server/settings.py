@@ -42,7 +42,7 @@ class ServeSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, ge=0, le=65535, description="port to listen on")
     api_key: str | None = Field(None, description="require this key (Authorization: Bearer or X-Api-Key) on every route but /health, /v1/health and /v1/models")
-    allowed_origins: str = Field("*", description="origins a browser page may call the API from (CORS), comma-separated; * (the default, as llama.cpp and vLLM allow) any; empty: no cross-origin calls")
+    allowed_origins: str = Field("", description="origins a browser page may call the API from (CORS), comma-separated, or * for any (llama.cpp's and vLLM's default); empty (the default): none, so a web page the user visits cannot drive a server that has no --api-key")
     admin_api_key: str | None = Field(None, description="a separate key for the slot admin actions (save/restore/erase)")
     dtype: Literal["bfloat16", "float32", "float16"] = Field("bfloat16", description="model dtype: the KV pool and slot files use it")
     compute_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(

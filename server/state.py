@@ -3,7 +3,8 @@
 The model loads in the background after the server starts listening, so
 `/health` can answer 503 while it loads (llama.cpp does the same) and a
 container's health check sees the difference between "starting" and "dead".
-Until `status == "ready"` every route but /health answers 503.
+Until `status == "ready"` every route but /health (the status) and /v1/models (the id, known from
+the settings, as llama.cpp answers it while loading) answers 503.
 """
 
 from __future__ import annotations

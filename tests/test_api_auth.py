@@ -41,7 +41,7 @@ ROUTE_IDS = [f"{m} {p}{' stream' if b and b.get('stream') else ''}" for m, p, b 
 
 @pytest.fixture(scope="module")
 def keyed(tiny_checkpoint, tmp_path_factory):
-    with live_server(tiny_checkpoint("qwen3"), api_key=API_KEY, admin_api_key=ADMIN_KEY,
+    with live_server(tiny_checkpoint("qwen3"), api_key=API_KEY, admin_api_key=ADMIN_KEY, allowed_origins="*",
                      slot_save_path=tmp_path_factory.mktemp("slots")) as s:
         yield s
 
@@ -161,7 +161,10 @@ def test_a_browsers_preflight_is_answered_without_the_key_and_a_keyed_call_carri
     assert _call(keyed, ("GET", "/props", None), origin).status_code == 401, "CORS opens no route without its key"
 
 
-def test_with_no_allowed_origins_no_cors_header_is_sent(tiny_checkpoint):
-    with live_server(tiny_checkpoint("qwen3"), allowed_origins="") as s:
+def test_by_default_no_web_page_may_call_the_server(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3")) as s:
         r = httpx.get(s.base_url + "/props", headers={"Origin": "http://localhost:5173"}, timeout=30)
+        preflight = httpx.options(s.base_url + "/slots/0?action=erase", timeout=30, headers={
+            "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
     assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    assert "access-control-allow-origin" not in preflight.headers

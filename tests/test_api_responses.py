@@ -414,3 +414,7 @@ def test_a_stored_turns_call_must_be_answered_by_the_next_turns_input():
     answered = ResponsesRequest.model_validate(
         {"input": [{"type": "function_call_output", "call_id": "call_7", "output": "{}"}]})
     assert answered.unpaired_call(stored) is None
+    # A call cut by max_output_tokens (stored `incomplete`) cannot be run: the conversation goes on without it.
+    cut = [FunctionCallItem(type="function_call", call_id="call_8", name="get_weather", arguments='{"ci',
+                            status="incomplete")]
+    assert moved_on.unpaired_call(cut) is None

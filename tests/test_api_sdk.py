@@ -97,6 +97,24 @@ def test_while_the_checkpoint_loads_the_model_list_already_names_it_and_health_s
     assert loading.get("/health").status_code == 503
 
 
+def test_a_request_the_engine_fails_to_take_in_frees_its_slot(tiny_checkpoint):
+    with live_server(tiny_checkpoint("qwen3"), parallel=1) as s:
+        engine, failing = s.state.engine, {"left": 1}
+        real = engine.processor_factory
+
+        def factory(seq):
+            if failing["left"]:
+                failing["left"] -= 1
+                raise RuntimeError("injected failure building a processor")
+            return real(seq)
+
+        engine.processor_factory = factory
+        body = {"prompt": "hi", "max_tokens": 2, "temperature": 0}
+        assert httpx.post(s.v1 + "/completions", json=body, timeout=60).status_code == 500
+        assert not httpx.get(s.base_url + "/slots", timeout=30).json()[0]["is_processing"]
+        assert httpx.post(s.v1 + "/completions", json={**body, "id_slot": 0}, timeout=60).status_code == 200
+
+
 def test_props_carry_the_fields_llama_cpp_clients_read(server):
     props = httpx.get(server.base_url + "/props", timeout=30).json()
     assert props["modalities"] == {"vision": False, "audio": False}

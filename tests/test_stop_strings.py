@@ -17,3 +17,9 @@ def test_under_min_tokens_a_whole_stop_string_passes_but_one_that_ends_after_the
     assert m.feed("a", match=False) == ("", False), "what may begin one is still held"
     # The first piece past min_tokens completes it: vLLM looks back into the earlier text the same way.
     assert m.feed("bc") == ("", True) and m.matched == "ab"
+
+
+def test_a_shorter_stop_string_that_ended_under_min_tokens_does_not_stop_the_text_later():
+    m = StopMatcher(("b", "abc"))
+    assert m.feed("ab", match=False) == ("", False), "held: it may begin abc"
+    assert m.feed("x") == ("abx", False), "b ended under min_tokens; abc never came"

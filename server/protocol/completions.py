@@ -11,7 +11,8 @@ OpenAI convention). The bounds: 128 prompts, 128 choices, and a named
 vLLM do; with `logprobs` the choice's logprobs start with the prompt's tokens
 (prompt logprobs: each token scored by those before it, the first null).
 Refused by name rather than half-done: `suffix` (fill-in-the-middle needs a
-template the checkpoint may not have), `best_of` other than 1. `logprobs` is
+template the checkpoint may not have), `best_of` above `n` (below it is a 400, as OpenAI's rule
+says; equal to it asks nothing more). `logprobs` is
 OpenAI's legacy integer 0..5. `max_tokens: 0` with `echo` answers the prompt alone,
 scored when `logprobs` is set.
 

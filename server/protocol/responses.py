@@ -77,12 +77,14 @@ class MessageItem(WireModel):
 class FunctionCallItem(WireModel):
     # The SDK's types carry `async`, `caller` and `namespace` (null on this server's calls) on every call
     # item they dump: a client sending back our own output must not be refused for them.
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "status", "async", "caller", "namespace"})
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"id", "async", "caller", "namespace"})
 
     type: Literal["function_call"]
     call_id: Annotated[str, Field(min_length=1)]
     name: Annotated[str, Field(min_length=1)]
     arguments: str
+    # "incomplete": a call cut by max_output_tokens or a cancel, which no tool can run (unpaired_call).
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
 class FunctionCallOutputItem(WireModel):
@@ -139,7 +141,7 @@ def item_record(item: InputItem, item_id: str) -> dict[str, Any]:
         record["content"] = [{"type": kind, "text": item.text()}]
         record["status"] = "completed"
     elif isinstance(item, FunctionCallItem | FunctionCallOutputItem):
-        record["status"] = "completed"
+        record["status"] = record.get("status") or "completed"  # a call sent back as cut stays cut
     return record
 
 
@@ -334,13 +336,15 @@ class ResponsesRequest(RequestBody):
 
     def unpaired_call(self, history: list[InputItem] = ()) -> tuple[str, str] | None:
         """(param, message) of the first call left unpaired in the conversation, as OpenAI refuses it: a
-        `function_call_output` answering no call before it, or a call (this turn's input's or a stored
-        turn's) that no output answers; None when every call and output pair up."""
+        `function_call_output` answering no call before it, or a finished call (this turn's input's or a
+        stored turn's; a call cut short is `incomplete` and needs no answer) that no output answers; None
+        when every call and output pair up."""
         unanswered: dict[str, None] = {}  # call ids in order
         called: set[str] = set()
         for i, item in enumerate(self.all_items(history)):
             if isinstance(item, FunctionCallItem):
-                unanswered[item.call_id] = None
+                if item.status != "incomplete":  # a cut call cannot be run, so nothing must answer it
+                    unanswered[item.call_id] = None
                 called.add(item.call_id)
             elif isinstance(item, FunctionCallOutputItem):
                 if item.call_id not in called:
