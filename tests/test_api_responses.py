@@ -418,3 +418,19 @@ def test_a_stored_turns_call_must_be_answered_by_the_next_turns_input():
     cut = [FunctionCallItem(type="function_call", call_id="call_8", name="get_weather", arguments='{"ci',
                             status="incomplete")]
     assert moved_on.unpaired_call(cut) is None
+
+
+def test_the_sdks_input_token_count_is_the_prompt_a_turn_would_run_stored_turns_included(client, model):
+    ask = dict(instructions="You check the weather.", input="What is the weather in Lima?", tools=TOOLS)
+    counted = client.responses.input_tokens.count(model=model, **ask)
+    assert counted.object == "response.input_tokens"
+    ran = client.responses.create(model=model, max_output_tokens=4, temperature=0, **ask)
+    assert counted.input_tokens == ran.usage.input_tokens
+    follow_up = client.responses.input_tokens.count(model=model, previous_response_id=ran.id, input="And Quito?",
+                                                    tools=TOOLS)
+    ran_next = client.responses.create(model=model, previous_response_id=ran.id, input="And Quito?", tools=TOOLS,
+                                       max_output_tokens=4, temperature=0)
+    assert follow_up.input_tokens == ran_next.usage.input_tokens > counted.input_tokens
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.input_tokens.count(model=model, input="x", previous_response_id="resp_nope")
+    assert err.value.body["param"] == "previous_response_id"

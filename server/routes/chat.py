@@ -62,6 +62,13 @@ def one_call_only(req, deltas: list) -> list:
     return deltas
 
 
+def render_only(chat: ChatCompletionRequest, state):
+    """The prompt `chat` renders to, its tool schemas checked as a generation checks them; not run, and not
+    held to the context (for the routes that count a prompt: counting is how a client learns how much to cut)."""
+    refuse_invalid_tool_parameters(chat)
+    return render_chat(chat, state.tokenizer, state.info.reasoning)
+
+
 def tool_format_of(info, prompt):
     """The tool-call format the output parser reads calls in: the family's, when the prompt offered tools."""
     return (info.family.tool_call_format if info.family else None) if prompt.tools_offered else None

@@ -31,8 +31,6 @@ from fastapi.responses import StreamingResponse
 
 from models.reasoning_plan import unsupported_reason
 from server import sse
-from server.chat_prompt import render_chat
-from server.engine_params import refuse_invalid_tool_parameters
 from server.errors import APIError
 from server.generation import body_size, check_model, collect, raise_if_failed, streaming_body, submit
 from server.output import ContentDelta, StreamingOutputParser
@@ -40,7 +38,7 @@ from server.output.call_json import arguments_complete
 from server.output.messages_events import MessagesEventWriter, new_id
 from server.protocol import ChatCompletionRequest, NamedToolChoice
 from server.protocol.messages import CountTokensRequest, MessagesBody, MessagesRequest, messages_param
-from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
+from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, render_only, tool_format_of
 from server.routes.spelled_chat import chat_request, in_client_words, read_whole
 from server.tokenizer_thread import off_loop
 
@@ -113,13 +111,8 @@ async def messages(req: MessagesRequest, http_request: Request):
 async def count_tokens(req: CountTokensRequest, http_request: Request):
     """The prompt's length in tokens, as `/v1/messages` would render it (Anthropic's route): counted even when
     it is longer than the context, since counting is how a client learns how much to cut."""
-    _, _, prompt = await _prepared(req, http_request, _render)
+    _, _, prompt = await _prepared(req, http_request, render_only)
     return {"input_tokens": len(prompt.token_ids)}
-
-
-def _render(chat: ChatCompletionRequest, state):
-    refuse_invalid_tool_parameters(chat)
-    return render_chat(chat, state.tokenizer, state.info.reasoning)
 
 
 def _envelope(state, mid: str, content: list[dict]) -> dict:

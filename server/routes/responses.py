@@ -47,7 +47,7 @@ from server.protocol.responses import ResponsesRequest, item_from_record
 from server.protocol.responses_truncation import cut_points, first_fitting
 from server.responses_replay import EventLog
 from server.responses_store import RUNNING, StoredResponse, approximate_size
-from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, tool_format_of
+from server.routes.chat import _parsed_reasoning, _prepare, one_call_only, render_only, tool_format_of
 from server.routes.responses_background import check_background, start_background, start_background_stream
 from server.routes.responses_turn import Turn
 from server.routes.spelled_chat import chat_request, in_client_words
@@ -130,6 +130,24 @@ async def responses(req: ResponsesRequest, http_request: Request):
     except BaseException as exc:  # a failed generation, the route cancelled, or a fault of ours
         turn.abandoned(exc)
         raise
+
+
+@router.post("/v1/responses/input_tokens")
+async def input_tokens(req: ResponsesRequest, http_request: Request):
+    """OpenAI's count (the SDK's `responses.input_tokens.count`): the tokens of the prompt `/v1/responses`
+    would render for this turn, a named turn's items included; counted even past the context."""
+    state = http_request.app.state.server
+    state.require_ready()
+    check_model(req.model, state)
+    context = _context(state, req)
+    history = [item_from_record(r) for r in context]
+    chat = chat_request(req.to_chat_body(history), responses_param, _in_our_words)
+    try:
+        prompt = await off_loop(render_only, chat, state,
+                                text_size=await body_size(http_request) + approximate_size(context))
+    except APIError as exc:
+        raise in_client_words(exc, responses_param, _in_our_words)
+    return {"object": "response.input_tokens", "input_tokens": len(prompt.token_ids)}
 
 
 def _prepare_fitted(req: ResponsesRequest, history: list, chat, state):
