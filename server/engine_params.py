@@ -240,16 +240,14 @@ def _turn_calls(req, info, fmt_type: str) -> TurnCalls | None:
 
 def _logit_bias(req, state) -> dict[int, float]:
     """The client's `logit_bias`, and under `tool_choice: "none"` with tools the family's call opener banned
-    (when it is one token): OpenAI's "none" promises a turn without calls, and a model trained to call
-    writes one unasked -- the template was not even shown the tools -- which would come back as raw
-    markup in the content. The ban wins over a client's bias for that token."""
+    (when it is one token: the anchor token, resolved at load whether anchors are on or off): OpenAI's
+    "none" promises a turn without calls, and a model trained to call writes one unasked -- the template
+    was not even shown the tools -- which would come back as raw markup in the content. The ban wins over a
+    client's bias for that token."""
     bias = dict(req.logit_bias or {})
-    family = state.info.family
-    if getattr(req, "tool_choice", None) == "none" and getattr(req, "tools", None) and family is not None \
-            and family.tool_call_opener:
-        ids = state.tokenizer.encode(family.tool_call_opener, add_special_tokens=False)
-        if len(ids) == 1:
-            bias[ids[0]] = float("-inf")
+    opener = state.info.anchor_token
+    if opener is not None and getattr(req, "tool_choice", None) == "none" and getattr(req, "tools", None):
+        bias[opener] = float("-inf")
     return bias
 
 

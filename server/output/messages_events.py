@@ -40,10 +40,13 @@ def new_id(prefix: str) -> str:
 def _finite(value: Any) -> Any:
     """`value` without the numbers past float range (a JSON reader makes 1e400 infinity), which no JSON
     response can carry; the call readers refuse them (json_stream), so only a call cut there holds one."""
+    def kept(v: Any) -> bool:
+        return not isinstance(v, float) or math.isfinite(v)
+
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items() if not (isinstance(v, float) and not math.isfinite(v))}
+        return {k: _finite(v) for k, v in value.items() if kept(v)}
     if isinstance(value, list):
-        return [_finite(v) for v in value if not (isinstance(v, float) and not math.isfinite(v))]
+        return [_finite(v) for v in value if kept(v)]
     return value
 
 
